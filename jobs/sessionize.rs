@@ -1,0 +1,104 @@
+//! `sessionize`: user-activity sessions, the MapReduce classic.
+//!
+//! Input `events` with columns `user` and `ts` (an integer time, e.g. epoch
+//! seconds; other columns are ignored). Param `gap` (default 1800): a user's
+//! events belong to one session while each follows the previous one by at
+//! most `gap` (same unit as `ts`). Output `sessions`:
+//! `user,start,end,events` (first and last event time, number of events);
+//! key: `user,start`. Events with a null `ts` cannot be placed in time: per
+//! user they form one session with null `start` and `end` (as SQL groups
+//! nulls), so they are counted, never dropped.
+
+use super::kappa_job_prelude::*;
+
+pub struct Sessionize;
+
+impl Job for Sessionize {
+    fn spec(&self) -> JobSpec {
+        JobSpec {
+            name: "sessionize",
+            version: 1,
+            about: "Split each user's events into sessions by an inactivity gap",
+            inputs: vec![InputSpec {
+                name: "events",
+                columns: &[("user", ColumnType::Any), ("ts", ColumnType::Int)],
+                format: None,
+                about: "user activity events",
+            }],
+            params: vec![ParamSpec { name: "gap", default: Some("1800"), help: "inactivity gap that ends a session, in ts units" }],
+            outputs: vec![OutputSpec { name: "sessions", about: "user, start, end, events" }],
+        }
+    }
+
+    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+        let gap: i64 = params.parse("gap")?;
+        if gap < 0 {
+            return Err(PlanError::BadParam { name: "gap".into(), value: gap.to_string(), reason: "must not be negative".into() });
+        }
+        let columns = ["user", "start", "end", "events"].map(String::from).to_vec();
+        Ok(Plan {
+            inputs: vec![Projection::named(&inputs[0], &[("user", ColumnType::Any), ("ts", ColumnType::Int)])?],
+            outputs: vec![OutputSchema { name: "sessions".into(), columns, key: vec![0, 1] }],
+            dataflow: Arc::new(SessionFlow { gap }),
+        })
+    }
+}
+
+/// Sessions of one user from its event times (sorted, with multiplicities):
+/// `(start, end, events)`.
+fn sessions(times: &[(&Value, isize)], gap: i64) -> Vec<(Value, Value, i64)> {
+    let mut out: Vec<(Value, Value, i64)> = Vec::new();
+    for &(t, n) in times {
+        match (out.last_mut(), t) {
+            (Some((Value::Null, _, count)), Value::Null) => *count += n as i64,
+            (Some((_, Value::Int(end), count)), Value::Int(t)) if t - *end <= gap => {
+                *end = *t;
+                *count += n as i64;
+            }
+            _ => out.push((t.clone(), t.clone(), n as i64)),
+        }
+    }
+    out
+}
+
+struct SessionFlow {
+    gap: i64,
+}
+
+impl Dataflow for SessionFlow {
+    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
+        let gap = self.gap;
+        let events = inputs.into_iter().next().expect("sessionize has one input");
+        let out = events
+            .map(|row| (row[0].clone(), row[1].clone()))
+            .reduce(move |_user, times, out| {
+                for (start, end, n) in sessions(times, gap) {
+                    out.push((vec![start, end, Value::Int(n)], 1isize));
+                }
+            })
+            .map(|(user, mut session)| {
+                session.insert(0, user);
+                session
+            });
+        vec![out]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::testing::{rows, run_job};
+
+    #[test]
+    fn splits_on_gaps_per_user() {
+        let events = rows("u1,100,x\nu1,150,x\nu1,150,y\nu1,400,x\nu2,10,x\nu1,,x\nu1,,y");
+        let out = run_job(&Sessionize, &[("gap", "100")], &["user,ts,page"], vec![events]);
+        assert_eq!(out[0], rows("u1,,,2\nu1,100,150,3\nu1,400,400,1\nu2,10,10,1"));
+    }
+
+    #[test]
+    fn gap_is_inclusive() {
+        let times = [(&Value::Int(0), 1), (&Value::Int(10), 1), (&Value::Int(21), 1)];
+        assert_eq!(sessions(&times, 10), vec![(Value::Int(0), Value::Int(10), 2), (Value::Int(21), Value::Int(21), 1)]);
+    }
+}

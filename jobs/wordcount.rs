@@ -1,0 +1,70 @@
+//! `wordcount`: words in text files, counted.
+//!
+//! Input `text`, read as plain text whatever its extension (one row per
+//! line). A word is a maximal run of alphanumeric characters (Unicode), lowercased.
+//! Output `counts`: `word,count`; key: `word`.
+
+use super::kappa_job_prelude::*;
+
+pub struct WordCount;
+
+impl Job for WordCount {
+    fn spec(&self) -> JobSpec {
+        JobSpec {
+            name: "wordcount",
+            version: 1,
+            about: "Count words in text files (lowercased, split on non-alphanumerics)",
+            inputs: vec![InputSpec {
+                name: "text",
+                columns: &[("line", ColumnType::Str)],
+                format: Some(InputFormat::Text),
+                about: "text files, read line by line",
+            }],
+            params: vec![],
+            outputs: vec![OutputSpec { name: "counts", about: "word, count" }],
+        }
+    }
+
+    fn plan(&self, _params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+        Ok(Plan {
+            inputs: vec![Projection::named(&inputs[0], &[("line", ColumnType::Str)])?],
+            outputs: vec![OutputSchema { name: "counts".into(), columns: vec!["word".into(), "count".into()], key: vec![0] }],
+            dataflow: Arc::new(WordCountFlow),
+        })
+    }
+}
+
+/// The words of a line, lowercased.
+fn words(line: &str) -> impl Iterator<Item = String> + '_ {
+    line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+}
+
+struct WordCountFlow;
+
+impl Dataflow for WordCountFlow {
+    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
+        let lines = inputs.into_iter().next().expect("wordcount has one input");
+        let counts = lines
+            .flat_map(|row| match &row[0] {
+                Value::Str(line) => words(line).map(|w| Value::str(&w)).collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .count()
+            .map(|(word, n)| vec![word, Value::Int(n as i64)]);
+        vec![counts]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::testing::run_job;
+
+    #[test]
+    fn splits_on_non_alphanumerics_and_lowercases() {
+        let lines = vec![vec![Value::str("The cat, the HAT!")], vec![Value::str("  café—Café 42 ")], vec![Value::Null]];
+        let out = run_job(&WordCount, &[], &["line"], vec![lines]);
+        let text: Vec<String> = out[0].iter().map(|r| format!("{}={}", r[0], r[1])).collect();
+        assert_eq!(text, ["42=1", "café=2", "cat=1", "hat=1", "the=2"]);
+    }
+}

@@ -1,0 +1,55 @@
+//! The `kappa` command line (clap derive). Raw arguments are turned into
+//! validated configurations here, so runners never see clap; errors get
+//! their context here (anyhow) and are printed as a chain.
+
+mod jobs;
+mod run;
+mod workers;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// kappa: one dataflow job, the same answer in batch, stream and replay.
+#[derive(Debug, Parser)]
+#[command(name = "kappa", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a job over files (CSV, JSON lines or text) and commit its outputs to a directory.
+    Run(run::RunArgs),
+    /// List the jobs with their inputs, parameters and outputs.
+    Jobs(jobs::JobsArgs),
+}
+
+/// Runs the command line; the process exit code.
+pub fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Jobs(args) => jobs::list(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr through tracing; the level comes from `RUST_LOG` (default: warnings).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

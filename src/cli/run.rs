@@ -1,0 +1,202 @@
+//! `kappa run JOB --input NAME=PATH ... --output DIR`: a job over files.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Args, CommandFactory, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::workers::WorkerArgs;
+use crate::job::{Job, Params};
+use crate::runner::batch::{BatchResult, BatchRun};
+use crate::sink::files;
+use crate::source::{BadRowPolicy, Format, InputFiles, ReadOptions};
+
+/// Inputs larger than this get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, Args)]
+#[command(disable_help_flag = true)]
+pub struct RunArgs {
+    /// The job to run (see `kappa jobs`).
+    job: Option<String>,
+    /// An input of the job: NAME=PATH, PATH a file or a directory of part files.
+    #[arg(short, long, value_name = "NAME=PATH", value_parser = name_value::<PathBuf>)]
+    input: Vec<(String, PathBuf)>,
+    /// Output directory: one NAME.csv per output, then _SUCCESS.
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// A job parameter: K=V (see `kappa run JOB --help`).
+    #[arg(short, long, value_name = "K=V", value_parser = name_value::<String>)]
+    param: Vec<(String, String)>,
+    /// Input format [default: from the file extension: .jsonl/.ndjson/.json, .txt, else CSV].
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// A null marker besides the empty field (e.g. NA, NULL, \N).
+    #[arg(long, value_name = "STR")]
+    null: Option<String>,
+    /// What to do with a row that does not fit: fail the run, or skip and count it.
+    #[arg(long, value_enum, default_value_t = OnBadRow::Fail)]
+    on_bad_row: OnBadRow,
+    /// Replace the outputs in an existing output directory.
+    #[arg(long)]
+    overwrite: bool,
+    #[command(flatten)]
+    workers: WorkerArgs,
+    /// Print help (with the job's parameters when a job is given).
+    #[arg(short, long)]
+    help: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FormatArg {
+    Csv,
+    Jsonl,
+    Text,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OnBadRow {
+    Fail,
+    Skip,
+}
+
+/// Parses `NAME=VALUE`.
+fn name_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
+where
+    T::Err: std::fmt::Display,
+{
+    let (name, value) = s.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))?;
+    if name.is_empty() {
+        return Err(format!("empty name in {s:?}"));
+    }
+    Ok((name.to_string(), value.parse().map_err(|e: T::Err| e.to_string())?))
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let job = match &args.job {
+        Some(name) => Some(find_job(name)?),
+        None => None,
+    };
+    if args.help || job.is_none() {
+        let mut help = super::Cli::command().find_subcommand_mut("run").expect("run command").render_help().to_string();
+        if let Some(job) = job {
+            help.push_str("\nJob:\n");
+            help.push_str(&super::jobs::describe(&job.spec()));
+        }
+        print!("{help}");
+        return if args.help { Ok(()) } else { Err(anyhow!("no job given (see `kappa jobs`)")) };
+    }
+    let job = job.expect("checked above");
+    let spec = job.spec();
+    let output = args.output.clone().ok_or_else(|| anyhow!("--output DIR is required"))?;
+    let params = Params::resolve(&spec, &args.param)?;
+    let inputs = resolve_inputs(job, &args)?;
+    let schemas: Vec<_> = inputs.iter().map(|i| i.schema.clone()).collect();
+    let plan = job.plan(&params, &schemas).with_context(|| format!("cannot plan job {}", spec.name))?;
+    files::check_target(&output, args.overwrite)?;
+    let workers = args.workers.config()?;
+    let total_bytes: u64 = inputs.iter().map(InputFiles::bytes).sum();
+    let bar = progress_bar(total_bytes);
+    let options = ReadOptions {
+        null: args.null.clone(),
+        on_bad_row: if args.on_bad_row == OnBadRow::Skip { BadRowPolicy::Skip } else { BadRowPolicy::Fail },
+    };
+    let progress = bar.clone().map(|b| Arc::new(move |n: u64| b.inc(n)) as Arc<dyn Fn(u64) + Send + Sync>);
+    let threads = workers.total_workers();
+    let run = BatchRun { plan: plan.clone(), inputs: inputs.clone(), options, workers, progress };
+    let result = run.run();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let result = result.with_context(|| format!("job {} failed", spec.name))?;
+    files::commit(&output, &plan.outputs, &result.outputs)?;
+    eprint!("{}", summary(spec.name, threads, &inputs, &plan.outputs, &result, &output));
+    Ok(())
+}
+
+fn find_job(name: &str) -> anyhow::Result<&'static dyn Job> {
+    crate::jobs::find(name).ok_or_else(|| {
+        let known: Vec<_> = crate::jobs::ALL.iter().map(|j| j.spec().name).collect();
+        anyhow!("unknown job {name:?} (jobs: {})", known.join(", "))
+    })
+}
+
+/// Matches `--input NAME=PATH` to the job's inputs, in spec order, and reads their headers.
+fn resolve_inputs(job: &dyn Job, args: &RunArgs) -> anyhow::Result<Vec<InputFiles>> {
+    let spec = job.spec();
+    for (name, _) in &args.input {
+        if !spec.inputs.iter().any(|i| i.name == name) {
+            let names: Vec<_> = spec.inputs.iter().map(|i| i.name).collect();
+            bail!("job {} has no input {name:?} (its inputs: {})", spec.name, names.join(", "));
+        }
+    }
+    let format = args.format.map(|f| match f {
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Jsonl => Format::Jsonl,
+        FormatArg::Text => Format::Text,
+    });
+    spec.inputs
+        .iter()
+        .map(|input| {
+            let given: Vec<_> = args.input.iter().filter(|(n, _)| n == input.name).collect();
+            match given.as_slice() {
+                [] => bail!("missing input: --input {}=PATH ({})", input.name, input.about),
+                [(_, path)] => Ok(InputFiles::resolve(input.name, path, format, input.format)?),
+                _ => bail!("input {} given more than once", input.name),
+            }
+        })
+        .collect()
+}
+
+fn progress_bar(total: u64) -> Option<ProgressBar> {
+    if total < PROGRESS_MIN_BYTES || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    Some(bar)
+}
+
+/// The end-of-run summary for stderr.
+fn summary(
+    job: &str,
+    workers: usize,
+    inputs: &[InputFiles],
+    outputs: &[crate::schema::OutputSchema],
+    result: &BatchResult,
+    dir: &std::path::Path,
+) -> String {
+    let rows_in: u64 = result.rows_in.iter().sum();
+    let rows_out: isize = result.outputs.iter().flat_map(|o| o.iter().map(|(_, n)| n)).sum();
+    let secs = result.elapsed.as_secs_f64();
+    let ins: Vec<String> = inputs.iter().zip(&result.rows_in).map(|(i, n)| format!("{} {n}", i.schema.name)).collect();
+    let outs: Vec<String> = outputs
+        .iter()
+        .zip(&result.outputs)
+        .map(|(o, rows)| format!("{} {}", o.name, rows.iter().map(|(_, n)| n).sum::<isize>()))
+        .collect();
+    let mut s = format!(
+        "kappa run {job}: {rows_in} rows in ({}), {rows_out} rows out ({}), {secs:.2} s on {workers} workers, {:.0} rows/s -> {}\n",
+        ins.join(", "),
+        outs.join(", "),
+        rows_in as f64 / secs.max(1e-9),
+        dir.display()
+    );
+    for (input, bad) in inputs.iter().zip(&result.bad_rows) {
+        if bad.count > 0 {
+            s.push_str(&format!("skipped {} bad rows in input {}; first ones:\n", bad.count, input.schema.name));
+            for (at, problem) in &bad.examples {
+                s.push_str(&format!("  {at}: {problem}\n"));
+            }
+        }
+    }
+    s
+}

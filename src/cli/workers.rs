@@ -1,0 +1,37 @@
+//! Timely's configuration as command-line flags, shared by every runner.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::runner::WorkerConfig;
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Worker threads in this process [default: the number of cores].
+    #[arg(short, long, value_name = "N")]
+    workers: Option<usize>,
+    /// Number of processes in a cluster run (each started with its own --process).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    processes: usize,
+    /// This process' index in a cluster run.
+    #[arg(long, value_name = "I", default_value_t = 0)]
+    process: usize,
+    /// File with one host:port per process, for cluster runs.
+    #[arg(long, value_name = "FILE")]
+    hostfile: Option<PathBuf>,
+}
+
+impl WorkerArgs {
+    pub fn config(&self) -> anyhow::Result<WorkerConfig> {
+        let threads = match self.workers {
+            Some(0) => anyhow::bail!("--workers must be at least 1"),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if self.process >= self.processes.max(1) {
+            anyhow::bail!("--process {} is not below --processes {}", self.process, self.processes);
+        }
+        Ok(WorkerConfig { threads, processes: self.processes.max(1), process: self.process, hostfile: self.hostfile.clone() })
+    }
+}

@@ -1,0 +1,195 @@
+//! The job contract: what every runner (batch, stream, reprocess, cluster)
+//! needs from a job, and nothing about how its inputs arrive.
+//!
+//! A job is written once. It declares a [`JobSpec`] (name, version, inputs,
+//! parameters with defaults and help, outputs) and, given parameter values and
+//! the columns its inputs actually have, makes a [`Plan`]: which columns of
+//! each input it reads (and as which types), the schema of each output, and a
+//! [`Dataflow`] that builds the differential computation from input
+//! collections to output collections.
+//!
+//! Invariant (rule 1 of the engine): the contents of the output collections
+//! are a function of the contents of the input collections only — never of
+//! arrival order, epoch boundaries, worker count or the wall clock. Jobs keep
+//! event time in the data, and anything order-sensitive (float sums, ties)
+//! is computed over sorted, consolidated values.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use differential_dataflow::VecCollection;
+use thiserror::Error;
+
+use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
+use crate::value::Row;
+
+/// Logical time of the dataflows: an epoch (a batch run uses one epoch; a
+/// stream run one per committed batch of log records). Never event time.
+pub type Time = u64;
+
+/// A collection of rows in a dataflow scope.
+pub type Rows<'s> = VecCollection<'s, Time, Row>;
+
+/// The file format a job requires for an input, overriding detection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    /// Plain text: one row per line, with one column `line`.
+    Text,
+}
+
+/// A declared input.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    pub name: &'static str,
+    /// Columns the job needs (name and type); empty means "any columns".
+    pub columns: &'static [(&'static str, ColumnType)],
+    pub format: Option<InputFormat>,
+    pub about: &'static str,
+}
+
+/// A declared parameter.
+#[derive(Clone, Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    /// `None` means required.
+    pub default: Option<&'static str>,
+    pub help: &'static str,
+}
+
+/// A declared output (its columns may depend on the parameters and inputs;
+/// the plan fixes them).
+#[derive(Clone, Debug)]
+pub struct OutputSpec {
+    pub name: &'static str,
+    pub about: &'static str,
+}
+
+/// What a job declares about itself.
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    pub name: &'static str,
+    pub version: u32,
+    pub about: &'static str,
+    pub inputs: Vec<InputSpec>,
+    pub params: Vec<ParamSpec>,
+    pub outputs: Vec<OutputSpec>,
+}
+
+/// A job: a spec and a planner. Implementations live in `jobs/`.
+pub trait Job: Sync {
+    fn spec(&self) -> JobSpec;
+    /// Plans the job for these parameters (already validated against the
+    /// spec and filled with defaults) and input schemas (in spec order).
+    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError>;
+}
+
+/// The dataflow of a planned job. `build` is called once per worker, inside
+/// that worker's dataflow scope.
+pub trait Dataflow: Send + Sync {
+    /// Builds the computation: `inputs` in spec order, holding projected rows;
+    /// returns the output collections in plan order.
+    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>>;
+}
+
+/// A planned job, ready to run.
+#[derive(Clone)]
+pub struct Plan {
+    /// Per input (spec order): the columns read and their types.
+    pub inputs: Vec<Projection>,
+    pub outputs: Vec<OutputSchema>,
+    pub dataflow: Arc<dyn Dataflow>,
+}
+
+/// Parameter values after validation: every declared parameter has a value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Params(BTreeMap<String, String>);
+
+impl Params {
+    /// Checks `given` against `spec`: unknown names and missing required
+    /// parameters are errors; absent ones take their defaults.
+    pub fn resolve(spec: &JobSpec, given: &[(String, String)]) -> Result<Params, PlanError> {
+        let mut values = BTreeMap::new();
+        for (k, v) in given {
+            if !spec.params.iter().any(|p| p.name == k) {
+                return Err(PlanError::UnknownParam {
+                    job: spec.name.to_string(),
+                    name: k.clone(),
+                    known: spec.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+                });
+            }
+            if values.insert(k.clone(), v.clone()).is_some() {
+                return Err(PlanError::BadParam {
+                    name: k.clone(),
+                    value: v.clone(),
+                    reason: "given more than once".into(),
+                });
+            }
+        }
+        for p in &spec.params {
+            if !values.contains_key(p.name) {
+                match p.default {
+                    Some(d) => {
+                        values.insert(p.name.to_string(), d.to_string());
+                    }
+                    None => {
+                        return Err(PlanError::MissingParam {
+                            job: spec.name.to_string(),
+                            name: p.name.to_string(),
+                            help: p.help.to_string(),
+                        })
+                    }
+                }
+            }
+        }
+        Ok(Params(values))
+    }
+
+    /// Builds parameters directly (tests, and jobs that call other jobs).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Params {
+        Params(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    /// The value of a declared parameter.
+    pub fn get(&self, name: &str) -> &str {
+        self.0.get(name).map(String::as_str).unwrap_or("")
+    }
+
+    /// A comma-separated list, empty items removed.
+    pub fn list(&self, name: &str) -> Vec<String> {
+        self.get(name).split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+    }
+
+    /// A parameter parsed with `FromStr`, or a `BadParam` error.
+    pub fn parse<T: std::str::FromStr>(&self, name: &str) -> Result<T, PlanError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let v = self.get(name);
+        v.parse().map_err(|e: T::Err| PlanError::BadParam {
+            name: name.into(),
+            value: v.into(),
+            reason: e.to_string(),
+        })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.0.iter()
+    }
+}
+
+/// Why a job could not be planned: a user error in parameters or inputs.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PlanError {
+    /// A parameter the job does not declare.
+    #[error("job {job} has no parameter {name:?} (its parameters: {known})")]
+    UnknownParam { job: String, name: String, known: String },
+    /// A required parameter without a value.
+    #[error("job {job} needs --param {name}=... ({help})")]
+    MissingParam { job: String, name: String, help: String },
+    /// A parameter value that does not parse or make sense.
+    #[error("bad value {value:?} for parameter {name}: {reason}")]
+    BadParam { name: String, value: String, reason: String },
+    /// A column named by a parameter or required by the job is not in the input.
+    #[error("input {input} has no column {column:?} (its columns: {available})")]
+    UnknownColumn { input: String, column: String, available: String },
+}

@@ -1,0 +1,264 @@
+//! Lock-free readers of one partition, safe to run while a writer appends,
+//! retains or compacts (in this or another process).
+//!
+//! Invariants:
+//! - a reader only ever hands out valid records, in offset order, each once;
+//! - the end of the *last* segment may hold a partial frame (a writer is
+//!   mid-append) or a torn tail awaiting recovery: that is "not yet
+//!   visible", never an error. Damage followed by valid data, or any damage
+//!   in a sealed segment, is a `Corruption` error, returned again on every
+//!   call, and nothing at or after it in that segment is served;
+//! - a segment is known to be sealed once a later segment exists; the
+//!   writer finishes a segment before creating the next, so the reader
+//!   re-reads the current segment once after seeing a successor;
+//! - an open file handle keeps its content on Unix when retention deletes
+//!   the file or compaction renames a cleaned file over it, so a reader in
+//!   the middle of a segment always sees one consistent version.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::error::{LogError, Result};
+use super::index;
+use super::record::Record;
+use super::segment::{HEADER_LEN, SegmentCursor, Step, index_path, list_segments, log_path};
+
+/// Where a new reader starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The earliest retained offset.
+    Earliest,
+    /// Exactly this offset (the first record at or after it is served).
+    Offset(u64),
+    /// The next offset to be written: only new records are served.
+    Latest,
+}
+
+pub struct PartitionReader {
+    topic: String,
+    partition: u32,
+    dir: PathBuf,
+    cur: SegmentCursor,
+    /// Base of the next segment once the current one is known to be sealed.
+    successor: Option<u64>,
+    /// Records below this have been handed out or skipped.
+    floor: u64,
+    pending: VecDeque<Record>,
+}
+
+const POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+impl PartitionReader {
+    pub(crate) fn open(dir: &Path, topic: &str, partition: u32, start: Start) -> Result<Self> {
+        let mut attempts = 0;
+        loop {
+            match Self::try_open(dir, topic, partition, start) {
+                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound && attempts < 10 => {
+                    // A segment vanished between listing and opening
+                    // (retention or compaction); list again.
+                    attempts += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_open(dir: &Path, topic: &str, partition: u32, start: Start) -> Result<Self> {
+        let (earliest, latest) = bounds(dir)?;
+        let target = match start {
+            Start::Earliest => earliest,
+            Start::Latest => latest,
+            Start::Offset(n) if n < earliest || n > latest => {
+                return Err(LogError::OffsetOutOfRange {
+                    topic: topic.to_string(),
+                    partition,
+                    requested: n,
+                    earliest,
+                    latest,
+                });
+            }
+            Start::Offset(n) => n,
+        };
+        let bases = list_segments(dir)?;
+        let base = bases.iter().copied().filter(|&b| b <= target).max().unwrap_or(earliest);
+        let mut cur = SegmentCursor::open(&log_path(dir, base), base)?;
+        seek_with_index(&mut cur, dir, base, target)?;
+        Ok(PartitionReader {
+            topic: topic.to_string(),
+            partition,
+            dir: dir.to_path_buf(),
+            cur,
+            successor: None,
+            floor: target,
+            pending: VecDeque::new(),
+        })
+    }
+
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// The smallest offset the next returned record can have.
+    pub fn position(&self) -> u64 {
+        self.pending.front().map_or(self.floor, |r| r.offset)
+    }
+
+    /// Up to `max` records that are visible now (possibly none).
+    pub fn next_batch(&mut self, max: usize) -> Result<Vec<Record>> {
+        let mut out: Vec<Record> = Vec::new();
+        while out.len() < max {
+            if let Some(r) = self.pending.pop_front() {
+                out.push(r);
+                continue;
+            }
+            match self.fetch() {
+                Ok(Some(r)) => out.push(r),
+                Ok(None) => break,
+                // Hand out what was valid; the error repeats on the next call.
+                Err(_) if !out.is_empty() => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits until a record is available at the reader's position or the
+    /// timeout passes; true when one is available. Polls the file system.
+    pub fn wait_for(&mut self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !self.pending.is_empty() {
+                return Ok(true);
+            }
+            if let Some(r) = self.fetch()? {
+                self.pending.push_back(r);
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(POLL_INTERVAL.min(deadline - now));
+        }
+    }
+
+    /// The next record at or above the floor, if visible.
+    fn fetch(&mut self) -> Result<Option<Record>> {
+        while let Some(r) = self.step()? {
+            if r.offset >= self.floor {
+                self.floor = r.offset + 1;
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+
+    fn step(&mut self) -> Result<Option<Record>> {
+        loop {
+            let step = self.cur.next()?;
+            if let Step::Record(r, _) = step {
+                return Ok(Some(r));
+            }
+            let Some(next_base) = self.successor else {
+                self.successor = self.find_successor()?;
+                if self.successor.is_some() {
+                    continue; // sealed meanwhile: read it once more to its end
+                }
+                return self.at_live_end(step);
+            };
+            match step {
+                Step::Incomplete { available: 0 } => self.move_to(next_base)?,
+                Step::Incomplete { .. } => return Err(self.cur.corruption("partial record at the end of a sealed segment")),
+                Step::Bad(d) => return Err(self.cur.corruption(d)),
+                Step::Record(..) => unreachable!("handled above"),
+            }
+        }
+    }
+
+    /// End of the visible data in the last segment.
+    fn at_live_end(&mut self, step: Step) -> Result<Option<Record>> {
+        match step {
+            Step::Bad(d) if self.cur.valid_data_follows()? => {
+                Err(self.cur.corruption(format!("{d}; valid records follow it")))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn find_successor(&self) -> Result<Option<u64>> {
+        let base = self.cur.base;
+        Ok(list_segments(&self.dir)?.into_iter().find(|&b| b > base))
+    }
+
+    fn move_to(&mut self, mut base: u64) -> Result<()> {
+        loop {
+            match SegmentCursor::open(&log_path(&self.dir, base), base) {
+                Ok(cur) => {
+                    self.cur = cur;
+                    self.successor = None;
+                    return Ok(());
+                }
+                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                    base = self.after_vanished(base)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The segment we wanted to move to was deleted. If the retained range
+    /// now starts above our position, retention overtook this reader.
+    fn after_vanished(&self, base: u64) -> Result<u64> {
+        let (earliest, latest) = bounds(&self.dir)?;
+        if self.floor < earliest {
+            return Err(LogError::OffsetOutOfRange {
+                topic: self.topic.clone(),
+                partition: self.partition,
+                requested: self.floor,
+                earliest,
+                latest,
+            });
+        }
+        let bases = list_segments(&self.dir)?;
+        Ok(bases.into_iter().find(|&b| b > base).unwrap_or(earliest.max(base)))
+    }
+}
+
+/// Positions `cur` at the indexed frame at or before `target`; falls back to
+/// the start of the segment when the index is missing or wrong.
+fn seek_with_index(cur: &mut SegmentCursor, dir: &Path, base: u64, target: u64) -> Result<()> {
+    let entries = index::read_index(&index_path(dir, base))?;
+    let Some(e) = index::lookup(&entries, target.saturating_sub(base)) else {
+        return Ok(());
+    };
+    let at = base + u64::from(e.rel);
+    cur.seek(u64::from(e.pos), None);
+    let verified = matches!(cur.next(), Ok(Step::Record(r, _)) if r.offset == at);
+    if verified {
+        cur.seek(u64::from(e.pos), at.checked_sub(1).filter(|&p| p >= base));
+    } else {
+        cur.seek(HEADER_LEN, None);
+    }
+    Ok(())
+}
+
+/// `(earliest, next)` offsets of a partition as visible right now.
+pub(crate) fn bounds(dir: &Path) -> Result<(u64, u64)> {
+    let bases = list_segments(dir)?;
+    let (Some(&first), Some(&last)) = (bases.first(), bases.last()) else {
+        return Err(LogError::corrupt(dir, None, None, "partition directory has no segment files"));
+    };
+    Ok((first, visible_next_offset(dir, last)?))
+}
+
+/// One past the last visible record of the segment at `base` (or `base`).
+pub(crate) fn visible_next_offset(dir: &Path, base: u64) -> Result<u64> {
+    let mut cur = SegmentCursor::open(&log_path(dir, base), base)?;
+    seek_with_index(&mut cur, dir, base, u64::MAX)?;
+    let mut last = None;
+    while let Step::Record(r, _) = cur.next()? {
+        last = Some(r.offset);
+    }
+    Ok(last.map_or(base, |o| o + 1))
+}

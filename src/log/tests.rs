@@ -1,0 +1,488 @@
+//! Scenario tests of the whole log: routing, rolling, recovery from torn
+//! tails and corruption, garbage files, locking and tailing, retention,
+//! compaction crash-safety, metadata and consumer groups.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use super::compaction::Steps;
+use super::segment::{HEADER_LEN, list_segments, log_path};
+use super::topic::partition_dir;
+use super::*;
+
+pub(super) struct Fixture {
+    pub _dir: tempfile::TempDir,
+    pub log: Log,
+    pub now: Arc<AtomicI64>,
+}
+
+pub(super) fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let n = now.clone();
+    let log = Log::open_with_clock(dir.path().join("log"), Arc::new(move || n.load(Ordering::SeqCst))).unwrap();
+    Fixture { _dir: dir, log, now }
+}
+
+impl Fixture {
+    pub fn reopen(&mut self) {
+        let n = self.now.clone();
+        self.log = Log::open_with_clock(self.log.root(), Arc::new(move || n.load(Ordering::SeqCst))).unwrap();
+    }
+    pub fn pdir(&self, topic: &str, p: u32) -> PathBuf {
+        partition_dir(&self.log.root().join(topic), p)
+    }
+}
+
+pub(super) fn read_all(log: &Log, topic: &str, p: u32, from: Start) -> Result<Vec<Record>> {
+    let mut r = log.reader(topic, p, from)?;
+    let mut out = Vec::new();
+    loop {
+        let batch = r.next_batch(7)?;
+        if batch.is_empty() {
+            return Ok(out);
+        }
+        out.extend(batch);
+    }
+}
+
+fn val(i: u64) -> Vec<u8> {
+    format!("value-{i:05}").into_bytes()
+}
+
+fn tiny(segment_bytes: u64) -> TopicConfig {
+    TopicConfig { segment_bytes, ..Default::default() }
+}
+
+/// Appends `n` keyless records one batch each, returns the active segment path.
+fn fill(f: &Fixture, topic: &str, cfg: TopicConfig, n: u64) -> PathBuf {
+    f.log.create_topic(topic, cfg).unwrap();
+    let mut w = f.log.writer(topic).unwrap();
+    for i in 0..n {
+        w.append_batch(0, &[RecordIn::new(None, &val(i))]).unwrap();
+    }
+    let last = *list_segments(&f.pdir(topic, 0)).unwrap().last().unwrap();
+    log_path(&f.pdir(topic, 0), last)
+}
+
+#[test]
+fn routing_reading_and_ranges() {
+    let f = fixture();
+    f.log.create_topic("t", TopicConfig { partitions: 3, ..Default::default() }).unwrap();
+    assert!(matches!(f.log.create_topic("t", TopicConfig::default()), Err(LogError::TopicExists { .. })));
+    assert!(matches!(f.log.create_topic("../x", TopicConfig::default()), Err(LogError::InvalidName { .. })));
+    let mut w = f.log.writer("t").unwrap();
+    let keys: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i]).collect();
+    let recs: Vec<RecordIn> = keys.iter().map(|k| RecordIn::new(Some(k), b"v").with_event_ts(7)).collect();
+    let placed = w.append(&recs).unwrap();
+    for (k, (p, _)) in keys.iter().zip(&placed) {
+        assert_eq!(*p, crc32c::crc32c(k) % 3, "routing is crc32c(key) % partitions");
+    }
+    let rr = w.append(&[RecordIn::new(None, b"a"), RecordIn::new(None, b"b"), RecordIn::new(None, b"c")]).unwrap();
+    let mut ps: Vec<u32> = rr.iter().map(|(p, _)| *p).collect();
+    ps.sort();
+    assert_eq!(ps, vec![0, 1, 2], "keyless records go round-robin");
+    let info = f.log.topic("t").unwrap();
+    for pi in &info.partitions {
+        let got = read_all(&f.log, "t", pi.partition, Start::Earliest).unwrap();
+        assert_eq!(got.len() as u64, pi.latest);
+        assert!(got.windows(2).all(|w| w[0].offset + 1 == w[1].offset));
+        assert!(got.iter().all(|r| r.append_ts == 1_000_000));
+        let tail = read_all(&f.log, "t", pi.partition, Start::Offset(pi.latest - 1)).unwrap();
+        assert_eq!(tail.len(), 1);
+        assert!(read_all(&f.log, "t", pi.partition, Start::Latest).unwrap().is_empty());
+    }
+    let err = f.log.reader("t", 0, Start::Offset(1000)).err().unwrap();
+    assert!(matches!(err, LogError::OffsetOutOfRange { requested: 1000, .. }));
+    assert!(err.to_string().contains("earliest available offset is 0"), "{err}");
+    assert!(matches!(f.log.reader("t", 3, Start::Earliest), Err(LogError::PartitionOutOfRange { .. })));
+    assert!(matches!(f.log.writer("nope"), Err(LogError::TopicNotFound { .. })));
+    assert_eq!(f.log.list_topics().unwrap(), vec!["t".to_string()]);
+}
+
+#[test]
+fn segments_roll_and_every_offset_is_reachable() {
+    let mut f = fixture();
+    fill(&f, "t", tiny(2000), 400);
+    let dir = f.pdir("t", 0);
+    assert!(list_segments(&dir).unwrap().len() > 5);
+    let check = |log: &Log| {
+        for start in (0..400).step_by(13) {
+            let got = read_all(log, "t", 0, Start::Offset(start)).unwrap();
+            let offsets: Vec<u64> = got.iter().map(|r| r.offset).collect();
+            assert_eq!(offsets, (start..400).collect::<Vec<_>>());
+            assert_eq!(got[0].value, val(start));
+        }
+    };
+    check(&f.log);
+    // Remove or garble every index: reads still work, the writer rebuilds them.
+    for (i, b) in list_segments(&dir).unwrap().into_iter().enumerate() {
+        let ip = super::segment::index_path(&dir, b);
+        if i % 2 == 0 {
+            std::fs::remove_file(&ip).unwrap();
+        } else {
+            std::fs::write(&ip, [9u8; 21]).unwrap();
+        }
+    }
+    check(&f.log);
+    f.reopen();
+    let w = f.log.writer("t").unwrap();
+    assert!(w.open_report().recoveries.is_empty());
+    assert_eq!(w.next_offsets(), vec![400]);
+    check(&f.log);
+}
+
+#[test]
+fn big_segment_uses_sparse_index() {
+    let f = fixture();
+    fill(&f, "t", tiny(1 << 20), 3000);
+    let dir = f.pdir("t", 0);
+    let entries = super::index::read_index(&super::segment::index_path(&dir, 0)).unwrap();
+    assert!(entries.len() > 10, "an entry every ~4 KiB");
+    for start in [0, 1, 999, 1500, 2999, 3000] {
+        let got = read_all(&f.log, "t", 0, Start::Offset(start)).unwrap();
+        assert_eq!(got.first().map(|r| r.offset), (start < 3000).then_some(start));
+    }
+}
+
+#[test]
+fn torn_tail_at_every_byte_of_last_record() {
+    let probe = fixture();
+    let seg = fill(&probe, "t", tiny(1 << 20), 3);
+    let full = std::fs::metadata(&seg).unwrap().len();
+    let rec_len = RecordIn::new(None, &val(2)).encoded_len() as u64;
+    let start = full - rec_len;
+    for cut in start..full {
+        let mut f = fixture();
+        let seg = fill(&f, "t", tiny(1 << 20), 3);
+        let file = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        file.set_len(cut).unwrap();
+        // Readers treat the torn tail as not yet visible.
+        assert_eq!(read_all(&f.log, "t", 0, Start::Earliest).unwrap().len(), 2);
+        f.reopen();
+        let mut w = f.log.writer("t").unwrap();
+        let rec = &w.open_report().recoveries;
+        if cut == start {
+            assert!(rec.is_empty());
+        } else {
+            assert_eq!(rec.len(), 1);
+            assert_eq!((rec[0].truncated_bytes, rec[0].at_offset), (cut - start, 2));
+            assert_eq!(rec[0].segment, seg);
+        }
+        assert_eq!(w.append(&[RecordIn::new(None, b"new")]).unwrap(), vec![(0, 2)]);
+        let got = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
+        assert_eq!(got.iter().map(|r| r.value.clone()).collect::<Vec<_>>(), vec![val(0), val(1), b"new".to_vec()]);
+    }
+}
+
+#[test]
+fn zero_filled_tail_is_truncated() {
+    let mut f = fixture();
+    let seg = fill(&f, "t", tiny(1 << 20), 5);
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    file.set_len(len + 300).unwrap();
+    f.reopen();
+    let w = f.log.writer("t").unwrap();
+    assert_eq!(w.open_report().recoveries[0].truncated_bytes, 300);
+    assert_eq!(w.next_offsets(), vec![5]);
+}
+
+fn flip_byte(path: &Path, pos: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[pos as usize] ^= 0x40;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn corruption_in_the_middle_is_an_error_and_never_served() {
+    let mut f = fixture();
+    let seg = fill(&f, "t", tiny(1 << 20), 10);
+    let rec_len = RecordIn::new(None, &val(0)).encoded_len() as u64;
+    flip_byte(&seg, HEADER_LEN + 4 * rec_len + 20); // inside record 4
+    let mut r = f.log.reader("t", 0, Start::Earliest).unwrap();
+    let got = r.next_batch(100).unwrap();
+    assert_eq!(got.len(), 4);
+    let err = r.next_batch(100).unwrap_err();
+    match &err {
+        LogError::Corruption { path, offset, position, .. } => {
+            assert_eq!((path, *offset, *position), (&seg, Some(4), Some(HEADER_LEN + 4 * rec_len)));
+        }
+        e => panic!("expected corruption, got {e}"),
+    }
+    assert!(err.is_corruption());
+    assert!(r.next_batch(100).is_err(), "the error repeats");
+    assert!(read_all(&f.log, "t", 0, Start::Offset(6)).is_err(), "later records are not served");
+    f.reopen();
+    let err = f.log.writer("t").err().unwrap();
+    assert!(matches!(err, LogError::Corruption { offset: Some(4), .. }), "{err}");
+    assert!(err.to_string().contains(&seg.display().to_string()));
+}
+
+#[test]
+fn corruption_in_a_sealed_segment() {
+    let mut f = fixture();
+    fill(&f, "t", tiny(200), 30);
+    let dir = f.pdir("t", 0);
+    let bases = list_segments(&dir).unwrap();
+    let sealed = log_path(&dir, bases[1]);
+    let len = std::fs::metadata(&sealed).unwrap().len();
+    flip_byte(&sealed, len - 3); // the last record of a sealed segment: not a torn tail
+    let mut r = f.log.reader("t", 0, Start::Earliest).unwrap();
+    let mut seen = Vec::new();
+    let err = loop {
+        match r.next_batch(5) {
+            Ok(b) if b.is_empty() => panic!("corruption not reported"),
+            Ok(b) => seen.extend(b.into_iter().map(|r| r.offset)),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(&err, LogError::Corruption { path, .. } if *path == sealed), "{err}");
+    assert!(seen.iter().all(|&o| o < bases[2] - 1), "the damaged record is never served");
+    f.reopen();
+    assert!(f.log.writer("t").err().unwrap().is_corruption());
+}
+
+#[test]
+fn garbage_files_and_bad_headers() {
+    let mut f = fixture();
+    fill(&f, "t", tiny(200), 30);
+    let dir = f.pdir("t", 0);
+    std::fs::write(dir.join("notes.txt"), b"hello").unwrap();
+    std::fs::write(f.log.root().join("stray"), b"x").unwrap();
+    std::fs::create_dir(f.log.root().join("empty-dir")).unwrap();
+    f.reopen();
+    assert_eq!(f.log.warnings().len(), 2);
+    assert_eq!(f.log.list_topics().unwrap(), vec!["t".to_string()]);
+    let w = f.log.writer("t").unwrap();
+    assert!(w.open_report().warnings.iter().any(|w| w.contains("notes.txt")));
+    drop(w);
+
+    let bases = list_segments(&dir).unwrap();
+    let last = log_path(&dir, *bases.last().unwrap());
+    let keep = std::fs::read(&last).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&last).unwrap().set_len(10).unwrap();
+    let err = f.log.writer("t").err().unwrap();
+    assert!(matches!(&err, LogError::BadHeader { path, .. } if *path == last), "{err}");
+    assert!(f.log.reader("t", 0, Start::Earliest).is_err());
+    std::fs::write(&last, b"GARBAGE GARBAGE GARBAGE GARBAGE").unwrap();
+    assert!(matches!(f.log.writer("t"), Err(LogError::BadHeader { .. })));
+    std::fs::write(&last, &keep).unwrap();
+    f.log.writer("t").unwrap();
+
+    std::fs::write(f.log.root().join("t").join("topic.json"), b"{oops").unwrap();
+    assert!(matches!(f.log.writer("t"), Err(LogError::BadMetadata { .. })));
+}
+
+#[test]
+fn single_writer_lock_and_concurrent_readers() {
+    let f = fixture();
+    f.log.create_topic("t", tiny(300)).unwrap();
+    let mut w = f.log.writer("t").unwrap();
+    let err = f.log.writer("t").err().unwrap();
+    assert!(matches!(err, LogError::Locked { .. }), "{err}");
+    assert!(matches!(f.log.retain("t", 0), Err(LogError::Locked { .. })));
+    let log = f.log.clone();
+    let tail = std::thread::spawn(move || {
+        let mut r = log.reader("t", 0, Start::Latest).unwrap();
+        let mut got = Vec::new();
+        while got.len() < 200 {
+            if r.wait_for(Duration::from_secs(10)).unwrap() {
+                got.extend(r.next_batch(1000).unwrap());
+            } else {
+                panic!("timed out after {} records", got.len());
+            }
+        }
+        got
+    });
+    std::thread::sleep(Duration::from_millis(30));
+    for i in 0..200u64 {
+        w.append(&[RecordIn::new(None, &val(i))]).unwrap();
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let got = tail.join().unwrap();
+    assert_eq!(got.iter().map(|r| r.offset).collect::<Vec<_>>(), (0..200).collect::<Vec<_>>());
+    assert_eq!(got[199].value, val(199));
+    drop(w);
+    f.log.writer("t").unwrap();
+}
+
+#[test]
+fn wait_for_times_out_without_data() {
+    let f = fixture();
+    f.log.create_topic("t", TopicConfig::default()).unwrap();
+    let mut r = f.log.reader("t", 0, Start::Latest).unwrap();
+    assert!(!r.wait_for(Duration::from_millis(20)).unwrap());
+    f.log.writer("t").unwrap().append(&[RecordIn::new(None, b"x")]).unwrap();
+    assert!(r.wait_for(Duration::from_millis(500)).unwrap());
+    assert_eq!(r.position(), 0);
+    assert_eq!(r.next_batch(10).unwrap().len(), 1);
+    assert_eq!(r.position(), 1);
+}
+
+#[test]
+fn retention_by_age_and_size() {
+    let f = fixture();
+    let cfg = TopicConfig { retention_ms: Some(1000), ..tiny(300) };
+    f.log.create_topic("t", cfg).unwrap();
+    let mut w = f.log.writer("t").unwrap();
+    for i in 0..40 {
+        f.now.store(1_000_000 + i * 100, Ordering::SeqCst);
+        w.append(&[RecordIn::new(None, &val(i as u64))]).unwrap();
+    }
+    let segs_before = list_segments(&f.pdir("t", 0)).unwrap();
+    assert!(w.retain(1_000_000).unwrap().is_empty(), "nothing is old yet");
+    let deleted = w.retain(1_000_000 + 2500).unwrap();
+    assert!(!deleted.is_empty());
+    assert!(deleted.iter().all(|d| d.reason == DeleteReason::Age));
+    let earliest = f.log.topic("t").unwrap().partitions[0].earliest;
+    let got = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
+    assert_eq!(got[0].offset, earliest);
+    assert!(got.iter().all(|r| r.append_ts > 1_000_000 + 2500 - 1000 - 500));
+    assert!(f.log.reader("t", 0, Start::Offset(0)).is_err());
+    // Everything is old: all but the active segment go.
+    w.retain(i64::MAX).unwrap();
+    assert_eq!(list_segments(&f.pdir("t", 0)).unwrap(), vec![*segs_before.last().unwrap()]);
+    drop(w);
+
+    let cfg = TopicConfig { retention_bytes: Some(1000), ..tiny(300) };
+    f.log.create_topic("s", cfg).unwrap();
+    let mut w = f.log.writer("s").unwrap();
+    for i in 0..60 {
+        w.append(&[RecordIn::new(None, &val(i))]).unwrap();
+    }
+    let deleted = w.retain(0).unwrap();
+    assert!(deleted.iter().all(|d| d.reason == DeleteReason::Size) && !deleted.is_empty());
+    let info = f.log.topic("s").unwrap();
+    assert!(info.partitions[0].bytes <= 1000);
+    assert_eq!(info.partitions[0].latest, 60);
+}
+
+/// A compacted topic with several sealed segments, keys, and tombstones.
+fn compacted_fixture() -> Fixture {
+    let f = fixture();
+    let cfg = TopicConfig { compact: true, delete_retention_ms: 100, ..tiny(250) };
+    f.log.create_topic("c", cfg).unwrap();
+    let mut w = f.log.writer("c").unwrap();
+    for i in 0..60u64 {
+        let key = [(i % 5) as u8];
+        let value = if i % 11 == 10 { Vec::new() } else { val(i) };
+        f.now.store(1_000_000 + i as i64, Ordering::SeqCst);
+        w.append(&[RecordIn::new(Some(&key), &value)]).unwrap();
+    }
+    f
+}
+
+#[test]
+fn compaction_keeps_latest_per_key() {
+    let f = compacted_fixture();
+    let before = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
+    let reports = f.log.compact("c", 2_000_000).unwrap();
+    assert!(reports[0].records_removed > 0);
+    let after = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
+    let info = f.log.topic("c").unwrap();
+    assert_eq!((info.partitions[0].earliest, info.partitions[0].latest), (0, 60));
+    // Every key's latest record survives, with its offset.
+    for k in 0..5u8 {
+        let last = before.iter().rev().find(|r| r.key.as_deref() == Some(&[k][..])).unwrap();
+        if !last.is_tombstone() {
+            assert!(after.contains(last));
+        }
+    }
+    assert!(after.windows(2).all(|w| w[0].offset < w[1].offset));
+    // Reading from inside a gap starts at the next kept record.
+    let gap = (0..60).find(|o| !after.iter().any(|r| r.offset == *o)).unwrap();
+    let from_gap = read_all(&f.log, "c", 0, Start::Offset(gap)).unwrap();
+    assert!(from_gap[0].offset > gap);
+    assert_eq!(f.log.compact("c", 2_000_000).unwrap()[0].records_removed, 0, "idempotent");
+}
+
+#[test]
+fn compaction_swap_is_crash_safe_at_every_step() {
+    let old = {
+        let f = compacted_fixture();
+        read_all(&f.log, "c", 0, Start::Earliest).unwrap()
+    };
+    let new = {
+        let f = compacted_fixture();
+        f.log.compact("c", 2_000_000).unwrap();
+        read_all(&f.log, "c", 0, Start::Earliest).unwrap()
+    };
+    assert_ne!(old, new);
+    let mut crashes = 0;
+    for k in 0.. {
+        let mut f = compacted_fixture();
+        let mut w = f.log.writer("c").unwrap();
+        let done = w.compact_with(2_000_000, &mut Steps::stop_after(k)).unwrap().is_some();
+        drop(w); // "crash": the writer vanishes mid-protocol
+        if done {
+            break;
+        }
+        crashes += 1;
+        let mid = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
+        assert!(mid.iter().all(|r| old.contains(r)), "readers never see foreign data");
+        f.reopen();
+        let w = f.log.writer("c").unwrap();
+        assert!(w.open_report().recoveries.is_empty());
+        drop(w);
+        let got = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
+        assert!(got == old || got == new, "crash after step {k}: neither old nor new");
+        let leftovers = std::fs::read_dir(f.pdir("c", 0)).unwrap().filter(|e| {
+            let n = e.as_ref().unwrap().file_name().to_string_lossy().into_owned();
+            n.ends_with(".cleaned") || n.ends_with(".swap")
+        });
+        assert_eq!(leftovers.count(), 0);
+    }
+    assert!(crashes > 5);
+}
+
+#[test]
+fn columns_are_set_once_and_checked() {
+    let f = fixture();
+    f.log.create_topic("t", TopicConfig::default()).unwrap();
+    let cols = vec!["a".to_string(), "b".to_string()];
+    let mut w = f.log.writer("t").unwrap();
+    w.ensure_columns(&cols).unwrap();
+    w.ensure_columns(&cols).unwrap();
+    let err = w.ensure_columns(&["a".to_string()]).unwrap_err();
+    assert!(matches!(err, LogError::ColumnsMismatch { .. }));
+    drop(w);
+    assert_eq!(f.log.topic("t").unwrap().config.columns, cols);
+}
+
+#[test]
+fn consumer_groups_and_lag() {
+    let f = fixture();
+    f.log.create_topic("t", TopicConfig { partitions: 2, ..Default::default() }).unwrap();
+    let mut w = f.log.writer("t").unwrap();
+    w.append_batch(0, &[RecordIn::new(None, b"a"); 10]).unwrap();
+    w.append_batch(1, &[RecordIn::new(None, b"a"); 4]).unwrap();
+    f.log.commit_offsets("t", "g", &[(0, 3), (1, 4)]).unwrap();
+    f.log.commit_offsets("t", "g", &[(0, 6)]).unwrap();
+    f.log.commit_offsets("t", "g", &[(0, 6)]).unwrap();
+    assert_eq!(f.log.fetch_offsets("t", "g").unwrap(), [(0, 6), (1, 4)].into());
+    assert!(f.log.fetch_offsets("t", "other").unwrap().is_empty());
+    let info = f.log.topic("t").unwrap();
+    let lags: Vec<_> = info.groups[0].partitions.iter().map(|p| p.lag).collect();
+    assert_eq!(lags, vec![Some(4), Some(0)]);
+}
+
+#[test]
+fn fsync_policies_and_batches_spanning_rolls() {
+    let f = fixture();
+    f.log.create_topic("t", tiny(200)).unwrap();
+    for fsync in [FsyncPolicy::Never, FsyncPolicy::IntervalMs(1), FsyncPolicy::EveryBatch] {
+        let mut w = f.log.writer_with("t", WriterOptions { fsync }).unwrap();
+        let vals: Vec<Vec<u8>> = (0..30).map(val).collect();
+        let recs: Vec<RecordIn> = vals.iter().map(|v| RecordIn::new(None, v)).collect();
+        w.append_batch(0, &recs).unwrap();
+        w.flush().unwrap();
+    }
+    let got = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
+    assert_eq!(got.len(), 90);
+    assert!(got.iter().enumerate().all(|(i, r)| r.offset == i as u64));
+}

@@ -1,0 +1,355 @@
+//! Topics: configuration and metadata file, creation, routing, and the
+//! single writer (`TopicWriter`) that appends, retains and compacts.
+//!
+//! Layout of a topic directory:
+//! ```text
+//! <log dir>/<topic>/topic.json          metadata (JSON, replaced atomically)
+//! <log dir>/<topic>/writer.lock         single-writer lock (see lock.rs)
+//! <log dir>/<topic>/groups/<group>.json consumer group offsets (offsets.rs)
+//! <log dir>/<topic>/partition-<n>/      segments and indexes
+//! ```
+//! Invariants: a topic directory appears atomically (built under a dot-name
+//! and renamed), so every visible topic has its metadata and all partitions.
+//! Routing is stable across runs and versions: a keyed record goes to
+//! partition `crc32c(key) % partitions` (CRC-32C/Castagnoli of the raw key
+//! bytes); a record without a key goes round-robin per writer.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::compaction::{CompactionReport, Steps, compact_partition};
+use super::error::{IoContext, LogError, Result};
+use super::fsutil::{fsync_dir, read_json, validate_name, write_json};
+use super::lock::WriterLock;
+use super::partition::{OpenReport, PartitionLog, create_partition_dir};
+use super::record::RecordIn;
+use super::retention::{DeletedSegment, Limits, retain_partition};
+
+pub const META_FILE: &str = "topic.json";
+pub const META_FORMAT: u32 = 1;
+
+/// Per-topic settings, stored in `topic.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TopicConfig {
+    pub partitions: u32,
+    /// Delete sealed segments whose newest record is this old (ms).
+    pub retention_ms: Option<i64>,
+    /// Per-partition size limit in bytes (oldest sealed segments go first).
+    pub retention_bytes: Option<u64>,
+    /// Enables key-based compaction (`TopicWriter::compact`).
+    pub compact: bool,
+    /// How long a tombstone survives compaction after its append time (ms).
+    pub delete_retention_ms: i64,
+    /// A segment is rolled once the next batch would grow it past this.
+    pub segment_bytes: u64,
+    /// Column names of the records (CSV/JSON); empty until a producer sets them.
+    pub columns: Vec<String>,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            partitions: 1,
+            retention_ms: None,
+            retention_bytes: None,
+            compact: false,
+            delete_retention_ms: 24 * 3600 * 1000,
+            segment_bytes: 64 << 20,
+            columns: Vec::new(),
+        }
+    }
+}
+
+impl TopicConfig {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |detail: &str| Err(LogError::InvalidConfig { detail: detail.to_string() });
+        if self.partitions == 0 || self.partitions > 10_000 {
+            return bad("partitions must be between 1 and 10000");
+        }
+        if !(64..=1 << 30).contains(&self.segment_bytes) {
+            return bad("segment_bytes must be between 64 bytes and 1 GiB");
+        }
+        if self.retention_ms.is_some_and(|ms| ms <= 0) {
+            return bad("retention_ms must be positive");
+        }
+        if self.delete_retention_ms < 0 {
+            return bad("delete_retention_ms must not be negative");
+        }
+        Ok(())
+    }
+}
+
+/// Contents of `topic.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub format: u32,
+    pub name: String,
+    pub config: TopicConfig,
+}
+
+pub fn partition_dir(topic_dir: &Path, partition: u32) -> PathBuf {
+    topic_dir.join(format!("partition-{partition}"))
+}
+
+pub fn read_meta(topic_dir: &Path) -> Result<TopicMeta> {
+    let path = topic_dir.join(META_FILE);
+    let meta: TopicMeta = read_json(&path)?;
+    if meta.format != META_FORMAT {
+        let detail = format!("unsupported metadata format {} (this build reads {META_FORMAT})", meta.format);
+        return Err(LogError::BadMetadata { path, detail });
+    }
+    Ok(meta)
+}
+
+/// Builds the whole topic under a temporary dot-name, then renames it into place.
+pub fn create_topic_dir(root: &Path, name: &str, config: &TopicConfig) -> Result<()> {
+    validate_name("topic", name)?;
+    config.validate()?;
+    let target = root.join(name);
+    if target.exists() {
+        return Err(LogError::TopicExists { topic: name.to_string() });
+    }
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = root.join(format!(".{name}.creating-{}-{nonce}", std::process::id()));
+    std::fs::create_dir(&tmp).ctx(&tmp)?;
+    let meta = TopicMeta { format: META_FORMAT, name: name.to_string(), config: config.clone() };
+    write_json(&tmp.join(META_FILE), &meta)?;
+    for p in 0..config.partitions {
+        create_partition_dir(&partition_dir(&tmp, p))?;
+    }
+    fsync_dir(&tmp)?;
+    if let Err(e) = std::fs::rename(&tmp, &target) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        if target.exists() {
+            return Err(LogError::TopicExists { topic: name.to_string() });
+        }
+        return Err(e).ctx(&target);
+    }
+    fsync_dir(root)
+}
+
+/// When appended data is forced to disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Every successful `append` is durable when it returns.
+    #[default]
+    EveryBatch,
+    /// Sync at the first append at least this many ms after the last sync.
+    IntervalMs(u64),
+    /// Only on `sync`/`flush`, segment rolls, and when the writer is dropped.
+    Never,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriterOptions {
+    pub fsync: FsyncPolicy,
+}
+
+/// Wall clock in ms since the Unix epoch; injectable for tests.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    })
+}
+
+/// Stable partition for a key: `crc32c(key) % partitions`.
+pub fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
+    crc32c::crc32c(key) % partitions
+}
+
+/// The one writer of a topic; holds the lock until dropped.
+pub struct TopicWriter {
+    name: String,
+    dir: PathBuf,
+    meta: TopicMeta,
+    _lock: WriterLock,
+    parts: Vec<PartitionLog>,
+    round_robin: u32,
+    opts: WriterOptions,
+    clock: Clock,
+    report: OpenReport,
+    last_sync: Instant,
+}
+
+impl TopicWriter {
+    pub(crate) fn open(topic_dir: &Path, name: &str, opts: WriterOptions, clock: Clock) -> Result<Self> {
+        let lock = WriterLock::acquire(topic_dir, name)?;
+        let meta = read_meta(topic_dir)?;
+        let mut report = OpenReport::default();
+        let mut parts = Vec::new();
+        for p in 0..meta.config.partitions {
+            let dir = partition_dir(topic_dir, p);
+            parts.push(PartitionLog::open(&dir, p, meta.config.segment_bytes, &mut report)?);
+        }
+        Ok(TopicWriter {
+            name: name.to_string(),
+            dir: topic_dir.to_path_buf(),
+            meta,
+            _lock: lock,
+            parts,
+            round_robin: 0,
+            opts,
+            clock,
+            report,
+            last_sync: Instant::now(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn config(&self) -> &TopicConfig {
+        &self.meta.config
+    }
+
+    /// Torn tails truncated and files ignored while opening.
+    pub fn open_report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// The next offset of every partition.
+    pub fn next_offsets(&self) -> Vec<u64> {
+        self.parts.iter().map(|p| p.next_offset()).collect()
+    }
+
+    /// Routes one record (advances the round-robin counter for keyless ones).
+    pub fn partition_for(&mut self, key: Option<&[u8]>) -> u32 {
+        let n = self.meta.config.partitions;
+        match key {
+            Some(k) => partition_for_key(k, n),
+            None => {
+                let p = self.round_robin % n;
+                self.round_robin = self.round_robin.wrapping_add(1);
+                p
+            }
+        }
+    }
+
+    /// Routes and appends `recs`; returns `(partition, offset)` per record, in
+    /// input order. Order is preserved within each partition.
+    pub fn append(&mut self, recs: &[RecordIn<'_>]) -> Result<Vec<(u32, u64)>> {
+        let mut groups: Vec<Vec<RecordIn<'_>>> = vec![Vec::new(); self.parts.len()];
+        let mut slots = Vec::with_capacity(recs.len());
+        for r in recs {
+            let p = self.partition_for(r.key) as usize;
+            slots.push((p, groups[p].len() as u64));
+            groups[p].push(*r);
+        }
+        let now = (self.clock)();
+        let mut starts = vec![0; self.parts.len()];
+        for (p, group) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+            starts[p] = self.parts[p].append(group, now)?.start;
+        }
+        self.after_append()?;
+        Ok(slots.into_iter().map(|(p, i)| (p as u32, starts[p] + i)).collect())
+    }
+
+    /// Appends `recs` to one partition, bypassing routing.
+    pub fn append_batch(&mut self, partition: u32, recs: &[RecordIn<'_>]) -> Result<Range<u64>> {
+        let now = (self.clock)();
+        let range = self.part_mut(partition)?.append(recs, now)?;
+        self.after_append()?;
+        Ok(range)
+    }
+
+    fn after_append(&mut self) -> Result<()> {
+        match self.opts.fsync {
+            FsyncPolicy::EveryBatch => self.sync(),
+            FsyncPolicy::IntervalMs(ms) if self.last_sync.elapsed().as_millis() >= u128::from(ms) => self.sync(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn sync(&mut self) -> Result<()> {
+        for p in &mut self.parts {
+            p.sync()?;
+        }
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Same as `sync`; named for callers that think in streams.
+    pub fn flush(&mut self) -> Result<()> {
+        self.sync()
+    }
+
+    /// Sets the topic's columns if unset, else checks they match.
+    pub fn ensure_columns(&mut self, columns: &[String]) -> Result<()> {
+        let current = &self.meta.config.columns;
+        if current.as_slice() == columns {
+            return Ok(());
+        }
+        if !current.is_empty() {
+            return Err(LogError::ColumnsMismatch {
+                topic: self.name.clone(),
+                expected: current.clone(),
+                actual: columns.to_vec(),
+            });
+        }
+        let mut meta = self.meta.clone();
+        meta.config.columns = columns.to_vec();
+        write_json(&self.dir.join(META_FILE), &meta)?;
+        self.meta = meta;
+        Ok(())
+    }
+
+    /// Applies the topic's retention limits at time `now` (ms).
+    pub fn retain(&mut self, now: i64) -> Result<Vec<DeletedSegment>> {
+        let c = &self.meta.config;
+        let limits = Limits { retention_ms: c.retention_ms, retention_bytes: c.retention_bytes };
+        let mut out = Vec::new();
+        for p in &mut self.parts {
+            out.extend(retain_partition(p, limits, now)?);
+        }
+        Ok(out)
+    }
+
+    /// Compacts every partition (a no-op unless the topic is compacted).
+    pub fn compact(&mut self, now: i64) -> Result<Vec<CompactionReport>> {
+        Ok(self.compact_with(now, &mut Steps::unlimited())?.unwrap_or_default())
+    }
+
+    pub(crate) fn compact_with(&mut self, now: i64, steps: &mut Steps) -> Result<Option<Vec<CompactionReport>>> {
+        if !self.meta.config.compact {
+            return Ok(Some(Vec::new()));
+        }
+        let retention = self.meta.config.delete_retention_ms;
+        let mut out = Vec::new();
+        for p in &mut self.parts {
+            match compact_partition(p, now, retention, steps)? {
+                Some(r) => out.push(r),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn part_mut(&mut self, partition: u32) -> Result<&mut PartitionLog> {
+        let partitions = self.meta.config.partitions;
+        self.parts.get_mut(partition as usize).ok_or_else(|| LogError::PartitionOutOfRange {
+            topic: self.name.clone(),
+            partition,
+            partitions,
+        })
+    }
+}
+
+impl Drop for TopicWriter {
+    fn drop(&mut self) {
+        // A clean shutdown should not lose data even under `Never`.
+        let _ = self.sync();
+    }
+}

@@ -1,0 +1,224 @@
+//! The batch runner: a planned job over bounded files, run to completion on
+//! timely workers, with the outputs gathered, sorted and consolidated.
+//!
+//! Every row is inserted at one logical time (epoch 0); the job's output is
+//! the accumulated output collection once all inputs are closed. Files are
+//! cut into chunks ([`crate::source::split`]) and chunk `i` is read by worker
+//! `i % workers`, so parsing is parallel. Each worker collects the output
+//! updates that land on it and sorts and consolidates them; the driver
+//! merges the workers' sorted runs. The result is a function of the input
+//! collections only, hence byte-identical for every worker count.
+//!
+//! Invariant: a read error on any worker makes the whole run fail with the
+//! error at the smallest location (so the message does not depend on which
+//! worker got there first), and no output is produced.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use differential_dataflow::consolidation::consolidate;
+use differential_dataflow::input::Input;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::operator::Operator;
+
+use super::{RunError, WorkerConfig};
+use crate::job::{Plan, Time};
+use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, SourceError};
+use crate::value::Row;
+
+/// Rows between two steps of the dataflow while reading, so that exchange
+/// buffers do not grow with the whole input.
+const STEP_EVERY: u64 = 1 << 16;
+
+/// A batch job, ready to run.
+pub struct BatchRun {
+    pub plan: Plan,
+    /// Resolved inputs, in the job's spec order.
+    pub inputs: Vec<InputFiles>,
+    pub options: ReadOptions,
+    pub workers: WorkerConfig,
+    /// Called with bytes read, from any worker (a progress bar).
+    pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+}
+
+/// What a batch run produced.
+#[derive(Debug)]
+pub struct BatchResult {
+    /// Per output (plan order): rows sorted, with positive multiplicities.
+    pub outputs: Vec<Vec<(Row, isize)>>,
+    /// Rows read per input.
+    pub rows_in: Vec<u64>,
+    /// Bad rows skipped per input (only under `--on-bad-row skip`).
+    pub bad_rows: Vec<BadRows>,
+    pub elapsed: Duration,
+}
+
+/// What one worker hands back.
+struct WorkerResult {
+    outputs: Vec<Vec<(Row, isize)>>,
+    rows_in: Vec<u64>,
+    bad_rows: Vec<BadRows>,
+}
+
+impl BatchRun {
+    /// Runs the job to completion.
+    pub fn run(self) -> Result<BatchResult, RunError> {
+        let started = Instant::now();
+        let config = self.workers.timely_config()?;
+        let chunks = plan_chunks(&self.inputs, self.workers.total_workers())?;
+        let shared = Arc::new(Shared { run: self, chunks, abort: AtomicBool::new(false) });
+        let worker_shared = shared.clone();
+        let guards = timely::execute(config, move |worker| worker_shared.work(worker)).map_err(RunError::Timely)?;
+        let mut results = Vec::new();
+        let mut errors = Vec::new();
+        for result in guards.join() {
+            match result.map_err(RunError::WorkerPanic)? {
+                Ok(r) => results.push(r),
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(e) = first_error(errors) {
+            return Err(RunError::Source(e));
+        }
+        let n_inputs = shared.run.inputs.len();
+        let mut result = BatchResult {
+            outputs: vec![Vec::new(); shared.run.plan.outputs.len()],
+            rows_in: vec![0; n_inputs],
+            bad_rows: vec![BadRows::default(); n_inputs],
+            elapsed: Duration::ZERO,
+        };
+        for r in results {
+            for (all, part) in result.outputs.iter_mut().zip(r.outputs) {
+                all.extend(part);
+            }
+            for i in 0..n_inputs {
+                result.rows_in[i] += r.rows_in[i];
+                result.bad_rows[i].merge(r.bad_rows[i].clone());
+            }
+        }
+        for (schema, rows) in shared.run.plan.outputs.iter().zip(&mut result.outputs) {
+            // The workers' runs are sorted: a stable sort merges them in linear time.
+            consolidate(rows);
+            if let Some((row, n)) = rows.iter().find(|(_, n)| *n < 0) {
+                return Err(RunError::NegativeMultiplicity { output: schema.name.clone(), row: format!("{row:?}"), count: *n });
+            }
+        }
+        result.elapsed = started.elapsed();
+        Ok(result)
+    }
+}
+
+/// The error at the smallest row location (deterministic across worker counts).
+fn first_error(mut errors: Vec<SourceError>) -> Option<SourceError> {
+    errors.sort_by(|a, b| match (a, b) {
+        (SourceError::BadRow { at: x, .. }, SourceError::BadRow { at: y, .. }) => x.cmp(y),
+        (SourceError::BadRow { .. }, _) => std::cmp::Ordering::Greater,
+        (_, SourceError::BadRow { .. }) => std::cmp::Ordering::Less,
+        _ => std::cmp::Ordering::Equal,
+    });
+    errors.into_iter().next()
+}
+
+/// Cuts every input file into about `workers` chunks.
+fn plan_chunks(inputs: &[InputFiles], workers: usize) -> Result<Vec<Chunk>, RunError> {
+    let mut chunks = Vec::new();
+    for (input, files) in inputs.iter().enumerate() {
+        for (file, path) in files.files.iter().enumerate() {
+            let ranges = source::split::split_file(path, files.format, workers)
+                .map_err(|e| RunError::Source(SourceError::io(path, e)))?;
+            for (start, end) in ranges {
+                chunks.push(Chunk { input, file, start, end, header: start == 0 });
+            }
+        }
+    }
+    // Big chunks first, so that round-robin assignment spreads the bytes.
+    chunks.sort_by_key(|c| std::cmp::Reverse(c.end - c.start));
+    Ok(chunks)
+}
+
+/// What all workers share.
+struct Shared {
+    run: BatchRun,
+    chunks: Vec<Chunk>,
+    /// Set by a worker whose read failed, so the others stop reading.
+    abort: AtomicBool,
+}
+
+impl Shared {
+    fn work(&self, worker: &mut timely::worker::Worker) -> Result<WorkerResult, SourceError> {
+        let (index, peers) = (worker.index(), worker.peers());
+        let plan = &self.run.plan;
+        let collected: Vec<Rc<RefCell<Vec<(Row, isize)>>>> = plan.outputs.iter().map(|_| Default::default()).collect();
+        let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
+            let (sessions, collections): (Vec<_>, Vec<_>) =
+                plan.inputs.iter().map(|_| scope.new_collection::<Row, isize>()).unzip();
+            let outputs = plan.dataflow.build(collections);
+            assert_eq!(outputs.len(), plan.outputs.len(), "job built a different number of outputs than it planned");
+            for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
+                output.inner.sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
+                    let mut sink = sink.borrow_mut();
+                    input.for_each(|_cap, data| sink.extend(data.drain(..).map(|(row, _time, diff)| (row, diff))));
+                });
+            }
+            sessions
+        });
+        let mut rows_in = vec![0u64; plan.inputs.len()];
+        let mut bad_rows = vec![BadRows::default(); plan.inputs.len()];
+        let no_progress = |_: u64| {};
+        let progress: &dyn Fn(u64) = match &self.run.progress {
+            Some(p) => p.as_ref(),
+            None => &no_progress,
+        };
+        let mut failure = None;
+        for chunk in self.chunks.iter().skip(index).step_by(peers) {
+            if self.abort.load(Ordering::Relaxed) {
+                break;
+            }
+            let input = chunk.input;
+            let session = &mut sessions[input];
+            let mut since_step = 0u64;
+            let read = source::read_chunk(
+                &self.run.inputs[input],
+                chunk,
+                &plan.inputs[input],
+                &self.run.options,
+                &mut bad_rows[input],
+                progress,
+                &mut |row| {
+                    session.insert(row);
+                    since_step += 1;
+                    if since_step == STEP_EVERY {
+                        since_step = 0;
+                        worker.step();
+                    }
+                },
+            );
+            match read {
+                Ok(n) => rows_in[input] += n,
+                Err(e) => {
+                    self.abort.store(true, Ordering::Relaxed);
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        // Closing the inputs lets the dataflow run to completion.
+        sessions.clear();
+        while worker.step_or_park(None) {}
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let outputs = collected
+            .into_iter()
+            .map(|c| {
+                let mut rows = std::mem::take(&mut *c.borrow_mut());
+                consolidate(&mut rows);
+                rows
+            })
+            .collect();
+        Ok(WorkerResult { outputs, rows_in, bad_rows })
+    }
+}

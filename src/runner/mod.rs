@@ -1,0 +1,94 @@
+//! Runners: what drives a planned job's dataflow on timely workers.
+//!
+//! Every runner takes a [`WorkerConfig`] (timely's configuration: threads
+//! now; processes, this process' index and a host file for cluster mode), so
+//! that running across machines is a flag away rather than a rewrite.
+
+pub mod batch;
+pub mod memory;
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+use timely::CommunicationConfig;
+
+use crate::source::SourceError;
+
+/// Timely's worker configuration, as the CLI gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Worker threads per process.
+    pub threads: usize,
+    /// Number of processes (1 = this process only).
+    pub processes: usize,
+    /// This process' index among them.
+    pub process: usize,
+    /// One `host:port` per line, a line per process.
+    pub hostfile: Option<PathBuf>,
+}
+
+impl WorkerConfig {
+    /// `threads` workers in this process.
+    pub fn threads(threads: usize) -> Self {
+        WorkerConfig { threads: threads.max(1), processes: 1, process: 0, hostfile: None }
+    }
+
+    /// Workers across all processes.
+    pub fn total_workers(&self) -> usize {
+        self.threads * self.processes
+    }
+
+    /// The timely configuration.
+    pub fn timely_config(&self) -> Result<timely::Config, RunError> {
+        if self.processes <= 1 {
+            return Ok(timely::Config::process(self.threads));
+        }
+        // The batch runner gathers outputs from its own process' workers; until
+        // outputs are exchanged to process 0, a multi-process batch run would
+        // write only part of the result, so refuse it rather than be wrong.
+        Err(RunError::Unsupported(format!(
+            "{} processes: this runner runs in one process for now (use --workers)",
+            self.processes
+        )))
+    }
+
+    /// The cluster configuration (used once runners gather across processes).
+    pub fn cluster_config(&self) -> Result<timely::Config, RunError> {
+        let hostfile = self.hostfile.as_ref().ok_or_else(|| RunError::Unsupported("--processes needs --hostfile".into()))?;
+        let text = std::fs::read_to_string(hostfile).map_err(|e| RunError::Source(SourceError::io(hostfile, e)))?;
+        let addresses: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).take(self.processes).collect();
+        if addresses.len() < self.processes {
+            return Err(RunError::Unsupported(format!("{} lists {} hosts for {} processes", hostfile.display(), addresses.len(), self.processes)));
+        }
+        Ok(timely::Config {
+            communication: CommunicationConfig::Cluster {
+                threads: self.threads,
+                process: self.process,
+                addresses,
+                report: false,
+                zerocopy: false,
+            },
+            worker: timely::WorkerConfig::default(),
+        })
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// An input could not be read, or held a bad row.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// Timely could not start its workers.
+    #[error("cannot start workers: {0}")]
+    Timely(String),
+    /// A worker panicked: a bug in a job or in kappa.
+    #[error("a worker failed: {0}")]
+    WorkerPanic(String),
+    /// A job produced a negative count for a row: a bug in the job.
+    #[error("job bug: output {output} holds row {row} {count} times")]
+    NegativeMultiplicity { output: String, row: String, count: isize },
+    /// A configuration this runner cannot run (yet).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}

@@ -1,0 +1,155 @@
+//! Column types and the schemas of a job's inputs and outputs.
+//!
+//! A job never sees raw text: the source layer turns each field into a
+//! [`Value`](crate::value::Value) according to the [`ColumnType`] the job's
+//! plan asked for, and reports a field that does not fit as a bad row naming
+//! its file, line and column. Rows reach the job *projected*: only the columns
+//! its plan reads, in the order it asked for them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::value::Value;
+
+/// How a field's text becomes a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ColumnType {
+    /// Inferred per value: integer, float or string (see [`Value::infer`]).
+    Any,
+    /// A 64-bit integer.
+    Int,
+    /// A float; integers are widened.
+    Float,
+    /// An integer or a float.
+    Number,
+    /// The text as it is, never a number.
+    Str,
+}
+
+impl ColumnType {
+    /// Converts a non-null field's text, or says why it does not fit.
+    pub fn parse(self, text: &str) -> Result<Value, String> {
+        let v = match self {
+            ColumnType::Str => return Ok(Value::str(text)),
+            _ => Value::infer(text),
+        };
+        match (self, &v) {
+            (ColumnType::Any, _) => Ok(v),
+            (ColumnType::Int, Value::Int(_)) => Ok(v),
+            (ColumnType::Number, Value::Int(_) | Value::Float(_)) => Ok(v),
+            (ColumnType::Float, Value::Int(i)) => Ok(Value::float(*i as f64)),
+            (ColumnType::Float, Value::Float(_)) => Ok(v),
+            _ => Err(format!("expected {self}, found {text:?}")),
+        }
+    }
+
+    /// Converts a value that arrived already typed (a JSON number or string).
+    pub fn coerce(self, v: Value) -> Result<Value, String> {
+        match (self, &v) {
+            (_, Value::Null) | (ColumnType::Any, _) => Ok(v),
+            (ColumnType::Str, Value::Str(_)) => Ok(v),
+            (ColumnType::Str, _) => Ok(Value::str(&v.to_string())),
+            (_, Value::Str(s)) => self.parse(s),
+            (ColumnType::Int, Value::Int(_)) | (ColumnType::Number, _) => Ok(v),
+            (ColumnType::Float, _) => Ok(Value::float(v.as_f64().unwrap_or_default())),
+            (ColumnType::Int, _) => Err(format!("expected {self}, found {v}")),
+        }
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ColumnType::Any => "any",
+            ColumnType::Int => "an integer",
+            ColumnType::Float => "a float",
+            ColumnType::Number => "a number",
+            ColumnType::Str => "a string",
+        })
+    }
+}
+
+/// The columns an input actually has (from a CSV header, JSON keys or a topic).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputSchema {
+    /// The job's name for the input (`left`, `events`, ...).
+    pub name: String,
+    pub columns: Vec<String>,
+}
+
+impl InputSchema {
+    /// The position of a column, or a plan error listing the columns there are.
+    pub fn index(&self, column: &str) -> Result<usize, crate::job::PlanError> {
+        self.columns.iter().position(|c| c == column).ok_or_else(|| {
+            crate::job::PlanError::UnknownColumn {
+                input: self.name.clone(),
+                column: column.to_string(),
+                available: self.columns.join(","),
+            }
+        })
+    }
+}
+
+/// What a job reads from one input: source column positions and their types,
+/// in the order the job's rows carry them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    pub columns: Vec<(usize, ColumnType)>,
+}
+
+impl Projection {
+    /// Every column, inferred.
+    pub fn all(schema: &InputSchema) -> Self {
+        Projection { columns: (0..schema.columns.len()).map(|i| (i, ColumnType::Any)).collect() }
+    }
+
+    /// The named columns, with their types, in the given order.
+    pub fn named(
+        schema: &InputSchema,
+        columns: &[(&str, ColumnType)],
+    ) -> Result<Self, crate::job::PlanError> {
+        let columns = columns
+            .iter()
+            .map(|(name, ty)| Ok((schema.index(name)?, *ty)))
+            .collect::<Result<_, _>>()?;
+        Ok(Projection { columns })
+    }
+
+    /// Position, within the projected row, of source column `source`.
+    pub fn position_of(&self, source: usize) -> Option<usize> {
+        self.columns.iter().position(|(i, _)| *i == source)
+    }
+}
+
+/// A job output as planned: its columns and the columns that form its key
+/// (unique in the output; tables use them as the primary key).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub key: Vec<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_checks_declared_types() {
+        assert_eq!(ColumnType::Int.parse("12"), Ok(Value::Int(12)));
+        assert!(ColumnType::Int.parse("1.5").is_err());
+        assert_eq!(ColumnType::Float.parse("2"), Ok(Value::float(2.0)));
+        assert!(ColumnType::Number.parse("x").unwrap_err().contains("expected a number"));
+        assert_eq!(ColumnType::Str.parse("12"), Ok(Value::str("12")));
+        assert_eq!(ColumnType::Any.parse("007"), Ok(Value::str("007")));
+    }
+
+    #[test]
+    fn coerce_converts_typed_values() {
+        assert_eq!(ColumnType::Str.coerce(Value::Int(3)), Ok(Value::str("3")));
+        assert_eq!(ColumnType::Int.coerce(Value::str("4")), Ok(Value::Int(4)));
+        assert!(ColumnType::Int.coerce(Value::float(1.5)).is_err());
+        assert_eq!(ColumnType::Float.coerce(Value::Int(1)), Ok(Value::float(1.0)));
+    }
+}

@@ -1,0 +1,133 @@
+//! Committing a batch run's outputs to a directory, atomically.
+//!
+//! Protocol: every output is written to a hidden temporary file in the
+//! directory (`.NAME.csv.tmp`), flushed and fsynced; only when all of them are
+//! written are they renamed to `NAME.csv`; then `_SUCCESS` is written the same
+//! way, and the directory is fsynced. So a reader that sees `_SUCCESS` sees
+//! complete outputs, and a run that fails before the renames leaves no output
+//! file behind (its temporaries are removed). Nothing is created before the
+//! run's results exist: a run that fails on bad input does not even create
+//! the directory.
+//!
+//! Rows are written sorted (the caller sorts), each as many times as its
+//! multiplicity, so a file is a function of the output collection only.
+
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::schema::OutputSchema;
+use crate::value::Row;
+
+/// Why outputs could not be committed.
+#[derive(Debug, Error)]
+pub enum SinkError {
+    /// The output directory exists and `--overwrite` was not given.
+    #[error("output directory {0} already exists (use --overwrite to replace its outputs)")]
+    Exists(PathBuf),
+    /// An I/O error while writing.
+    #[error("cannot write {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SinkError + '_ {
+    move |source| SinkError::Io { path: path.to_path_buf(), source }
+}
+
+/// Checks, before any work is done, that `dir` may be written.
+pub fn check_target(dir: &Path, overwrite: bool) -> Result<(), SinkError> {
+    if dir.exists() && !overwrite {
+        return Err(SinkError::Exists(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Writes every output to `dir/NAME.csv` and then `dir/_SUCCESS`, atomically
+/// as described in the module docs. `outputs` holds, per schema, rows sorted
+/// with their (positive) multiplicities.
+pub fn commit(dir: &Path, schemas: &[OutputSchema], outputs: &[Vec<(Row, isize)>]) -> Result<(), SinkError> {
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let success = dir.join("_SUCCESS");
+    match fs::remove_file(&success) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&success)(e)),
+        _ => {}
+    }
+    let mut written = Vec::new();
+    let result = (|| {
+        for (schema, rows) in schemas.iter().zip(outputs) {
+            let tmp = dir.join(format!(".{}.csv.tmp", schema.name));
+            written.push(tmp.clone());
+            write_csv(&tmp, schema, rows)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for tmp in &written {
+            let _ = fs::remove_file(tmp);
+        }
+        return Err(e);
+    }
+    for (schema, tmp) in schemas.iter().zip(&written) {
+        let target = dir.join(format!("{}.csv", schema.name));
+        fs::rename(tmp, &target).map_err(io(&target))?;
+    }
+    let tmp = dir.join("._SUCCESS.tmp");
+    File::create(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
+    fs::rename(&tmp, &success).map_err(io(&success))?;
+    sync_dir(dir)
+}
+
+fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Result<(), SinkError> {
+    let file = File::create(path).map_err(io(path))?;
+    let mut out = csv::WriterBuilder::new().from_writer(BufWriter::with_capacity(1 << 20, file));
+    let csv_err = |e: csv::Error| io(path)(std::io::Error::other(e));
+    out.write_record(&schema.columns).map_err(csv_err)?;
+    let mut fields: Vec<String> = Vec::new();
+    for (row, count) in rows {
+        fields.clear();
+        fields.extend(row.iter().map(|v| v.to_string()));
+        for _ in 0..*count {
+            out.write_record(&fields).map_err(csv_err)?;
+        }
+    }
+    let buffered = out.into_inner().map_err(|e| io(path)(e.into_error()))?;
+    let file = buffered.into_inner().map_err(|e| io(path)(e.into_error()))?;
+    file.sync_all().map_err(io(path))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SinkError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    fn schema(name: &str) -> OutputSchema {
+        OutputSchema { name: name.into(), columns: vec!["k".into(), "n".into()], key: vec![0] }
+    }
+
+    #[test]
+    fn commit_writes_outputs_then_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let rows = vec![(vec![Value::str("a,b"), Value::Int(1)], 2), (vec![Value::Null, Value::float(2.0)], 1)];
+        commit(&out, &[schema("counts")], &[rows]).unwrap();
+        let text = fs::read_to_string(out.join("counts.csv")).unwrap();
+        assert_eq!(text, "k,n\n\"a,b\",1\n\"a,b\",1\n,2.0\n");
+        assert!(out.join("_SUCCESS").exists());
+        let names: Vec<_> = fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporaries left: {names:?}");
+    }
+
+    #[test]
+    fn existing_directory_is_refused_without_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(check_target(dir.path(), false), Err(SinkError::Exists(_))));
+        assert!(check_target(dir.path(), true).is_ok());
+        assert!(check_target(&dir.path().join("new"), false).is_ok());
+    }
+}

@@ -1,0 +1,96 @@
+//! CSV chunks: `csv::ByteRecord`s (no allocation per field), then only the
+//! projected columns are decoded and typed.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::{ChunkReader, SourceError};
+use crate::value::{Row, Value};
+
+/// How many records between progress reports.
+const PROGRESS_EVERY: u64 = 1 << 14;
+
+/// The header record of a CSV file.
+pub(super) fn read_header(path: &Path) -> Result<Vec<String>, SourceError> {
+    let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
+    let mut reader = ::csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(file);
+    let mut record = ::csv::StringRecord::new();
+    match reader.read_record(&mut record) {
+        Ok(true) => Ok(record.iter().map(|f| f.trim().to_string()).collect()),
+        Ok(false) => Err(SourceError::NoHeader { path: path.into() }),
+        Err(e) => Err(csv_error(path, e)),
+    }
+}
+
+fn csv_error(path: &Path, e: ::csv::Error) -> SourceError {
+    let problem = e.to_string();
+    match e.into_kind() {
+        ::csv::ErrorKind::Io(io) => SourceError::io(path, io),
+        _ => SourceError::BadHeader { path: path.into(), problem },
+    }
+}
+
+pub(super) fn read(r: &mut ChunkReader<'_>, progress: &dyn Fn(u64), emit: &mut dyn FnMut(Row)) -> Result<u64, SourceError> {
+    let path = r.path().to_path_buf();
+    let mut file = File::open(&path).map_err(|e| SourceError::io(&path, e))?;
+    file.seek(SeekFrom::Start(r.chunk.start)).map_err(|e| SourceError::io(&path, e))?;
+    let mut reader = ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .buffer_capacity(1 << 20)
+        .from_reader(file.take(r.chunk.end - r.chunk.start));
+    let width = r.input.schema.columns.len();
+    let mut record = ::csv::ByteRecord::new();
+    let mut skip_header = r.chunk.header;
+    let (mut rows, mut reported) = (0u64, 0u64);
+    loop {
+        match reader.read_byte_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return Err(SourceError::io(&path, std::io::Error::other(e))),
+        }
+        if std::mem::take(&mut skip_header) {
+            continue;
+        }
+        let line = record.position().map_or(1, |p| p.line());
+        if record.len() != width {
+            // A lone empty field is a blank line, which CSV readers skip.
+            if record.len() == 1 && record[0].is_empty() {
+                continue;
+            }
+            let problem = format!("expected {width} fields, found {}", record.len());
+            r.bad_row(line, None, problem)?;
+            continue;
+        }
+        match typed_row(r, &record) {
+            Ok(row) => {
+                rows += 1;
+                emit(row);
+            }
+            Err((column, problem)) => r.bad_row(line, Some(column), problem)?,
+        }
+        if rows % PROGRESS_EVERY == 0 {
+            let at = record.position().map_or(0, |p| p.byte());
+            progress(at - reported);
+            reported = at;
+        }
+    }
+    progress(r.chunk.end - r.chunk.start - reported);
+    Ok(rows)
+}
+
+/// The projected, typed row, or the (0-based) column that does not fit and why.
+fn typed_row(r: &ChunkReader<'_>, record: &::csv::ByteRecord) -> Result<Row, (usize, String)> {
+    let mut row = Vec::with_capacity(r.projection.columns.len());
+    for &(col, ty) in &r.projection.columns {
+        let field = &record[col];
+        if r.options.is_null(field) {
+            row.push(Value::Null);
+            continue;
+        }
+        let text = std::str::from_utf8(field).map_err(|_| (col, "invalid UTF-8".to_string()))?;
+        row.push(ty.parse(text).map_err(|e| (col, e))?);
+    }
+    Ok(row)
+}

@@ -1,0 +1,58 @@
+//! Errors of the source layer: files that cannot be read, and rows that do
+//! not fit their schema (always located by file, line and column).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Where a bad row (or field) is: file, 1-based line, and the column if one is to blame.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RowLocation {
+    pub path: PathBuf,
+    pub line: u64,
+    /// 1-based column number and name.
+    pub column: Option<(usize, String)>,
+}
+
+impl fmt::Display for RowLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: line {}", self.path.display(), self.line)?;
+        if let Some((n, name)) = &self.column {
+            write!(f, ", column {n} ({name})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A failure to read an input.
+#[derive(Debug, Error)]
+pub enum SourceError {
+    /// The path does not exist.
+    #[error("input {input}: {path} does not exist")]
+    Missing { input: String, path: PathBuf },
+    /// A directory with no data files in it.
+    #[error("input {input}: directory {path} holds no data files")]
+    EmptyDir { input: String, path: PathBuf },
+    /// An I/O error while reading.
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A CSV or JSON lines file with no header line / first object.
+    #[error("{path}: empty file: expected a header line")]
+    NoHeader { path: PathBuf },
+    /// A header that cannot be used (duplicate or invalid names, bad JSON).
+    #[error("{path}: bad header: {problem}")]
+    BadHeader { path: PathBuf, problem: String },
+    /// Part files of one input whose headers differ.
+    #[error("{path}: columns [{found}] differ from [{expected}] in {first}")]
+    HeaderMismatch { path: PathBuf, found: String, expected: String, first: PathBuf },
+    /// A row that does not fit (wrong field count, bad value, bad UTF-8, bad JSON).
+    #[error("{at}: {problem}")]
+    BadRow { at: RowLocation, problem: String },
+}
+
+impl SourceError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SourceError::Io { path: path.into(), source }
+    }
+}

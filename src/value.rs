@@ -1,0 +1,262 @@
+//! Typed values and rows: what crosses the boundary between files (or log
+//! records) and jobs.
+//!
+//! A [`Row`] is a vector of [`Value`]s: null, 64-bit integer, 64-bit float or
+//! string. Strings are `CompactString`s, so the short strings that make up most
+//! keys live inline and a row costs one allocation, not one per field.
+//!
+//! Invariants that the engine relies on:
+//! - `Value` has a total order and `Eq`/`Hash` that agree with it, so rows can
+//!   be keys of joins, groups and arrangements. Floats are ordered by
+//!   `f64::total_cmp`; `-0.0` is normalised to `0.0` and NaN is never produced
+//!   by inference, so float equality is the usual one.
+//! - The order is SQL-like and what output files are sorted by: null first,
+//!   then numbers (integers and floats compared by value), then strings
+//!   (bytewise).
+//! - [`Value::infer`] is a function of the field text only — never of other
+//!   rows — so the same text gives the same value in a batch file, in a log
+//!   record and on replay (rule 1 of the engine).
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use compact_str::CompactString;
+use serde::{Deserialize, Serialize};
+
+/// One row of typed values, in the column order of its schema.
+pub type Row = Vec<Value>;
+
+/// A typed value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Float(F64),
+    Str(CompactString),
+}
+
+/// An `f64` with a total order (`total_cmp`) and bitwise equality and hash.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct F64(f64);
+
+impl F64 {
+    /// Wraps a float, normalising `-0.0` to `0.0` so that equal numbers are equal values.
+    pub fn new(x: f64) -> Self {
+        F64(if x == 0.0 { 0.0 } else { x })
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl PartialEq for F64 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for F64 {}
+impl std::hash::Hash for F64 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state)
+    }
+}
+impl PartialOrd for F64 {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for F64 {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Value {
+    pub fn float(x: f64) -> Value {
+        Value::Float(F64::new(x))
+    }
+
+    pub fn str(s: &str) -> Value {
+        Value::Str(CompactString::from(s))
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The value as a float, if it is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(f.get()),
+            _ => None,
+        }
+    }
+
+    /// The value as an integer, if it is one.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// Infers a value from a field's text: an integer if the text is the
+    /// canonical decimal form of an `i64` (so `007` and `+7` stay strings and
+    /// round-trip exactly), a float if it is a decimal with a `.` or an
+    /// exponent, otherwise a string. The caller handles null markers.
+    pub fn infer(text: &str) -> Value {
+        if let Some(i) = parse_canonical_int(text) {
+            return Value::Int(i);
+        }
+        if let Some(f) = parse_decimal_float(text) {
+            return Value::float(f);
+        }
+        Value::str(text)
+    }
+
+    /// Rank of the value's kind in the total order: null < numbers < strings.
+    fn kind_rank(&self) -> u8 {
+        match self {
+            Value::Null => 0,
+            Value::Int(_) | Value::Float(_) => 1,
+            Value::Str(_) => 2,
+        }
+    }
+}
+
+impl PartialOrd for Value {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Value {
+    fn cmp(&self, other: &Self) -> Ordering {
+        use Value::*;
+        match (self, other) {
+            (Int(a), Int(b)) => a.cmp(b),
+            (Float(a), Float(b)) => a.cmp(b),
+            (Str(a), Str(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Null, Null) => Ordering::Equal,
+            // Mixed numbers compare by value; an integer sorts before an equal
+            // float so that the order stays consistent with structural `Eq`.
+            (Int(a), Float(b)) => (*a as f64).total_cmp(&b.get()).then(Ordering::Less),
+            (Float(a), Int(b)) => a.get().total_cmp(&(*b as f64)).then(Ordering::Greater),
+            _ => self.kind_rank().cmp(&other.kind_rank()),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    /// The text written to output files: null is empty, floats always carry a
+    /// `.` or an exponent so they read back as floats.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => Ok(()),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{:?}", x.get()),
+            Value::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Parses `-?(0|[1-9][0-9]*)` that fits an `i64`, except `-0`.
+pub fn parse_canonical_int(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let b = digits.as_bytes();
+    if b.is_empty() || b.len() > 19 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if b[0] == b'0' && (b.len() > 1 || text.starts_with('-')) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Parses a finite decimal float with a `.` or an exponent (`1.5`, `-2e3`,
+/// `.5`); rejects `inf`, `NaN`, hex and anything with other characters.
+pub fn parse_decimal_float(text: &str) -> Option<f64> {
+    let b = text.as_bytes();
+    let ok_chars = b
+        .iter()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'-' | b'+'));
+    let has_digit = b.iter().any(u8::is_ascii_digit);
+    let has_mark = b.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
+    if !(ok_chars && has_digit && has_mark) {
+        return None;
+    }
+    text.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn infer_keeps_non_canonical_numbers_as_strings() {
+        assert_eq!(Value::infer("42"), Value::Int(42));
+        assert_eq!(Value::infer("-7"), Value::Int(-7));
+        assert_eq!(Value::infer("0"), Value::Int(0));
+        assert_eq!(Value::infer("007"), Value::str("007"));
+        assert_eq!(Value::infer("+7"), Value::str("+7"));
+        assert_eq!(Value::infer("-0"), Value::str("-0"));
+        assert_eq!(Value::infer("99999999999999999999"), Value::str("99999999999999999999"));
+        assert_eq!(Value::infer("1.5"), Value::float(1.5));
+        assert_eq!(Value::infer("-2e3"), Value::float(-2000.0));
+        assert_eq!(Value::infer("inf"), Value::str("inf"));
+        assert_eq!(Value::infer("NaN"), Value::str("NaN"));
+        assert_eq!(Value::infer("1e999"), Value::str("1e999"));
+        assert_eq!(Value::infer("e"), Value::str("e"));
+        assert_eq!(Value::infer("abc"), Value::str("abc"));
+    }
+
+    #[test]
+    fn order_is_null_numbers_strings() {
+        let mut v = vec![
+            Value::str("b"),
+            Value::float(1.5),
+            Value::Null,
+            Value::Int(2),
+            Value::Int(1),
+            Value::str("a"),
+            Value::float(1.0),
+        ];
+        v.sort();
+        let text: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        assert_eq!(text, ["", "1", "1.0", "1.5", "2", "a", "b"]);
+    }
+
+    #[test]
+    fn floats_display_as_floats() {
+        assert_eq!(Value::float(3.0).to_string(), "3.0");
+        assert_eq!(Value::infer(&Value::float(0.1).to_string()), Value::float(0.1));
+        assert_eq!(Value::float(-0.0), Value::float(0.0));
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::Int),
+            (-1e6f64..1e6).prop_map(Value::float),
+            (-3i64..3).prop_map(|i| Value::float(i as f64)),
+            "[a-c]{0,3}".prop_map(|s| Value::str(&s)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn order_is_total_and_consistent_with_eq(a in value(), b in value(), c in value()) {
+            prop_assert_eq!(a.cmp(&b) == Ordering::Equal, a == b);
+            prop_assert_eq!(a.cmp(&b), b.cmp(&a).reverse());
+            if a <= b && b <= c { prop_assert!(a <= c); }
+        }
+
+        #[test]
+        fn display_then_infer_round_trips_numbers(i in any::<i64>(), f in -1e12f64..1e12) {
+            prop_assert_eq!(Value::infer(&Value::Int(i).to_string()), Value::Int(i));
+            prop_assert_eq!(Value::infer(&Value::float(f).to_string()), Value::float(f));
+        }
+    }
+}
