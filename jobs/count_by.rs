@@ -14,9 +14,21 @@ impl Job for CountBy {
             name: "count-by",
             version: 1,
             about: "Count rows per key (group-by with agg=count)",
-            inputs: vec![InputSpec { name: "input", columns: &[], format: None, about: "rows to count" }],
-            params: vec![ParamSpec { name: "key", default: None, help: "grouping columns, COL[,COL...]" }],
-            outputs: vec![OutputSpec { name: "counts", about: "key columns, count" }],
+            inputs: vec![InputSpec {
+                name: "input",
+                columns: &[],
+                format: None,
+                about: "rows to count",
+            }],
+            params: vec![ParamSpec {
+                name: "key",
+                default: None,
+                help: "grouping columns, COL[,COL...]",
+            }],
+            outputs: vec![OutputSpec {
+                name: "counts",
+                about: "key columns, count",
+            }],
         }
     }
 
@@ -33,7 +45,12 @@ mod tests {
 
     #[test]
     fn counts_rows_per_key() {
-        let out = run_job(&CountBy, &[("key", "k")], &["k,v"], vec![rows("b,1\na,2\nb,3\nb,3")]);
+        let out = run_job(
+            &CountBy,
+            &[("key", "k")],
+            &["k,v"],
+            vec![rows("b,1\na,2\nb,3\nb,3")],
+        );
         assert_eq!(out[0], rows("a,1\nb,3"));
     }
 }

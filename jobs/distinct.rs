@@ -13,9 +13,17 @@ impl Job for Distinct {
             name: "distinct",
             version: 1,
             about: "Each distinct row once (SELECT DISTINCT *)",
-            inputs: vec![InputSpec { name: "input", columns: &[], format: None, about: "rows" }],
+            inputs: vec![InputSpec {
+                name: "input",
+                columns: &[],
+                format: None,
+                about: "rows",
+            }],
             params: vec![],
-            outputs: vec![OutputSpec { name: "distinct", about: "the input's columns" }],
+            outputs: vec![OutputSpec {
+                name: "distinct",
+                about: "the input's columns",
+            }],
         }
     }
 
@@ -48,7 +56,12 @@ mod tests {
 
     #[test]
     fn keeps_each_row_once_nulls_included() {
-        let out = run_job(&Distinct, &[], &["a,b"], vec![rows("1,x\n1,x\n,\n,\n2,x\n1,y")]);
+        let out = run_job(
+            &Distinct,
+            &[],
+            &["a,b"],
+            vec![rows("1,x\n1,x\n,\n,\n2,x\n1,y")],
+        );
         assert_eq!(out[0], rows(",\n1,x\n1,y\n2,x"));
     }
 }

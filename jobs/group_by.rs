@@ -19,16 +19,28 @@ impl Job for GroupBy {
             name: "group-by",
             version: 1,
             about: "Group rows by key columns and compute aggregates (SQL GROUP BY)",
-            inputs: vec![InputSpec { name: "input", columns: &[], format: None, about: "rows to group" }],
+            inputs: vec![InputSpec {
+                name: "input",
+                columns: &[],
+                format: None,
+                about: "rows to group",
+            }],
             params: vec![
-                ParamSpec { name: "key", default: None, help: "grouping columns, COL[,COL...]" },
+                ParamSpec {
+                    name: "key",
+                    default: None,
+                    help: "grouping columns, COL[,COL...]",
+                },
                 ParamSpec {
                     name: "agg",
                     default: Some("count"),
                     help: "aggregates: count,sum:COL,min:COL,max:COL,avg:COL,count_distinct:COL",
                 },
             ],
-            outputs: vec![OutputSpec { name: "groups", about: "key columns, then one column per aggregate" }],
+            outputs: vec![OutputSpec {
+                name: "groups",
+                about: "key columns, then one column per aggregate",
+            }],
         }
     }
 
@@ -39,22 +51,36 @@ impl Job for GroupBy {
 
 /// Plans a group-by over `schema` into an output named `output` (shared
 /// with `count-by`).
-pub(super) fn plan_group_by(params: &Params, schema: &InputSchema, output: &str) -> Result<Plan, PlanError> {
+pub(super) fn plan_group_by(
+    params: &Params,
+    schema: &InputSchema,
+    output: &str,
+) -> Result<Plan, PlanError> {
     let keys = params.list("key");
     if keys.is_empty() {
-        return Err(PlanError::BadParam { name: "key".into(), value: params.get("key").into(), reason: "no column given".into() });
+        return Err(PlanError::BadParam {
+            name: "key".into(),
+            value: params.get("key").into(),
+            reason: "no column given".into(),
+        });
     }
     let specs = AggSpec::parse_list(params.get("agg"))?;
     let (aggs, value_columns) = Aggregates::resolve(&specs, schema)?;
-    let mut columns: Vec<(usize, ColumnType)> =
-        keys.iter().map(|k| Ok((schema.index(k)?, ColumnType::Any))).collect::<Result<_, PlanError>>()?;
+    let mut columns: Vec<(usize, ColumnType)> = keys
+        .iter()
+        .map(|k| Ok((schema.index(k)?, ColumnType::Any)))
+        .collect::<Result<_, PlanError>>()?;
     let n_keys = columns.len();
     columns.extend(value_columns.iter().copied());
     let mut names = keys.clone();
     names.extend(specs.iter().map(AggSpec::output_name));
     Ok(Plan {
         inputs: vec![Projection { columns }],
-        outputs: vec![OutputSchema { name: output.into(), columns: names, key: (0..n_keys).collect() }],
+        outputs: vec![OutputSchema {
+            name: output.into(),
+            columns: names,
+            key: (0..n_keys).collect(),
+        }],
         dataflow: Arc::new(GroupByFlow {
             key: (0..n_keys).collect(),
             values: (n_keys..n_keys + value_columns.len()).collect(),
@@ -84,16 +110,43 @@ mod tests {
     #[test]
     fn aggregates_per_key_with_sql_nulls() {
         let input = rows("a,1\na,\nb,2.5\na,3\n,4\nb,2.5");
-        let out = run_job(&GroupBy, &[("key", "k"), ("agg", "count,sum:v,min:v,max:v,avg:v,count_distinct:v")], &["k,v"], vec![input]);
-        assert_eq!(out[0], rows(",1,4,4,4,4.0,1\na,3,4,1,3,2.0,2\nb,2,5.0,2.5,2.5,2.5,1"));
+        let out = run_job(
+            &GroupBy,
+            &[
+                ("key", "k"),
+                ("agg", "count,sum:v,min:v,max:v,avg:v,count_distinct:v"),
+            ],
+            &["k,v"],
+            vec![input],
+        );
+        assert_eq!(
+            out[0],
+            rows(",1,4,4,4,4.0,1\na,3,4,1,3,2.0,2\nb,2,5.0,2.5,2.5,2.5,1")
+        );
     }
 
     #[test]
     fn bad_params_are_plan_errors() {
-        let schema = InputSchema { name: "input".into(), columns: vec!["k".into()] };
-        let plan = |p: &[(&str, &str)]| GroupBy.plan(&Params::from_pairs(p), std::slice::from_ref(&schema)).err();
-        assert!(matches!(plan(&[("key", "x"), ("agg", "count")]), Some(PlanError::UnknownColumn { .. })));
-        assert!(matches!(plan(&[("key", ""), ("agg", "count")]), Some(PlanError::BadParam { .. })));
-        assert!(matches!(plan(&[("key", "k"), ("agg", "median:k")]), Some(PlanError::BadParam { .. })));
+        let schema = InputSchema {
+            name: "input".into(),
+            columns: vec!["k".into()],
+        };
+        let plan = |p: &[(&str, &str)]| {
+            GroupBy
+                .plan(&Params::from_pairs(p), std::slice::from_ref(&schema))
+                .err()
+        };
+        assert!(matches!(
+            plan(&[("key", "x"), ("agg", "count")]),
+            Some(PlanError::UnknownColumn { .. })
+        ));
+        assert!(matches!(
+            plan(&[("key", ""), ("agg", "count")]),
+            Some(PlanError::BadParam { .. })
+        ));
+        assert!(matches!(
+            plan(&[("key", "k"), ("agg", "median:k")]),
+            Some(PlanError::BadParam { .. })
+        ));
     }
 }

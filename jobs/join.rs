@@ -18,14 +18,35 @@ impl Job for Join {
             version: 1,
             about: "Equi-join two inputs (inner, left, semi or anti), SQL semantics",
             inputs: vec![
-                InputSpec { name: "left", columns: &[], format: None, about: "left side" },
-                InputSpec { name: "right", columns: &[], format: None, about: "right side" },
+                InputSpec {
+                    name: "left",
+                    columns: &[],
+                    format: None,
+                    about: "left side",
+                },
+                InputSpec {
+                    name: "right",
+                    columns: &[],
+                    format: None,
+                    about: "right side",
+                },
             ],
             params: vec![
-                ParamSpec { name: "on", default: None, help: "join columns, LEFTCOL=RIGHTCOL[,...] (or COL when both are named COL)" },
-                ParamSpec { name: "kind", default: Some("inner"), help: "inner, left, semi or anti" },
+                ParamSpec {
+                    name: "on",
+                    default: None,
+                    help: "join columns, LEFTCOL=RIGHTCOL[,...] (or COL when both are named COL)",
+                },
+                ParamSpec {
+                    name: "kind",
+                    default: Some("inner"),
+                    help: "inner, left, semi or anti",
+                },
             ],
-            outputs: vec![OutputSpec { name: "joined", about: "left columns, then right columns except the join keys" }],
+            outputs: vec![OutputSpec {
+                name: "joined",
+                about: "left columns, then right columns except the join keys",
+            }],
         }
     }
 
@@ -34,7 +55,11 @@ impl Job for Join {
         let kind: JoinKind = params.parse("kind")?;
         let pairs = params.list("on");
         if pairs.is_empty() {
-            return Err(PlanError::BadParam { name: "on".into(), value: params.get("on").into(), reason: "no columns given".into() });
+            return Err(PlanError::BadParam {
+                name: "on".into(),
+                value: params.get("on").into(),
+                reason: "no columns given".into(),
+            });
         }
         let (mut left_key, mut right_key) = (Vec::new(), Vec::new());
         for pair in &pairs {
@@ -43,8 +68,13 @@ impl Job for Join {
             right_key.push(right.index(r.trim())?);
         }
         let keeps_right = matches!(kind, JoinKind::Inner | JoinKind::Left);
-        let right_rest: Vec<usize> =
-            if keeps_right { (0..right.columns.len()).filter(|i| !right_key.contains(i)).collect() } else { Vec::new() };
+        let right_rest: Vec<usize> = if keeps_right {
+            (0..right.columns.len())
+                .filter(|i| !right_key.contains(i))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut names = left.columns.clone();
         for &i in &right_rest {
             let mut name = right.columns[i].clone();
@@ -56,8 +86,19 @@ impl Job for Join {
         let width = names.len();
         Ok(Plan {
             inputs: vec![Projection::all(left), Projection::all(right)],
-            outputs: vec![OutputSchema { name: "joined".into(), columns: names, key: (0..width).collect() }],
-            dataflow: Arc::new(JoinFlow { columns: JoinColumns { left_key, right_key, right_rest }, kind }),
+            outputs: vec![OutputSchema {
+                name: "joined".into(),
+                columns: names,
+                key: (0..width).collect(),
+            }],
+            dataflow: Arc::new(JoinFlow {
+                columns: JoinColumns {
+                    left_key,
+                    right_key,
+                    right_rest,
+                },
+                kind,
+            }),
         })
     }
 }
@@ -83,13 +124,25 @@ mod tests {
     fn join(kind: &str) -> Vec<Row> {
         let left = rows("1,a\n2,b\n,c\n3,d\n1,e");
         let right = rows("1,x,p\n1,y,q\n2,z,r\n,n,s\n4,w,t");
-        run_job(&Join, &[("on", "id=id"), ("kind", kind)], &["id,v", "id,v,w"], vec![left, right]).remove(0)
+        run_job(
+            &Join,
+            &[("on", "id=id"), ("kind", kind)],
+            &["id,v", "id,v,w"],
+            vec![left, right],
+        )
+        .remove(0)
     }
 
     #[test]
     fn kinds_follow_sql() {
-        assert_eq!(join("inner"), rows("1,a,x,p\n1,a,y,q\n1,e,x,p\n1,e,y,q\n2,b,z,r"));
-        assert_eq!(join("left"), rows(",c,,\n1,a,x,p\n1,a,y,q\n1,e,x,p\n1,e,y,q\n2,b,z,r\n3,d,,"));
+        assert_eq!(
+            join("inner"),
+            rows("1,a,x,p\n1,a,y,q\n1,e,x,p\n1,e,y,q\n2,b,z,r")
+        );
+        assert_eq!(
+            join("left"),
+            rows(",c,,\n1,a,x,p\n1,a,y,q\n1,e,x,p\n1,e,y,q\n2,b,z,r\n3,d,,")
+        );
         assert_eq!(join("semi"), rows("1,a\n1,e\n2,b"));
         assert_eq!(join("anti"), rows(",c\n3,d"));
     }
@@ -97,12 +150,26 @@ mod tests {
     #[test]
     fn clashing_right_columns_get_a_prefix() {
         let schemas = [
-            InputSchema { name: "left".into(), columns: vec!["id".into(), "v".into()] },
-            InputSchema { name: "right".into(), columns: vec!["rid".into(), "v".into(), "id".into()] },
+            InputSchema {
+                name: "left".into(),
+                columns: vec!["id".into(), "v".into()],
+            },
+            InputSchema {
+                name: "right".into(),
+                columns: vec!["rid".into(), "v".into(), "id".into()],
+            },
         ];
-        let plan = Join.plan(&Params::from_pairs(&[("on", "id=rid"), ("kind", "inner")]), &schemas).unwrap();
+        let plan = Join
+            .plan(
+                &Params::from_pairs(&[("on", "id=rid"), ("kind", "inner")]),
+                &schemas,
+            )
+            .unwrap();
         assert_eq!(plan.outputs[0].columns, ["id", "v", "right_v", "right_id"]);
-        let bad = Join.plan(&Params::from_pairs(&[("on", "id=rid"), ("kind", "outer")]), &schemas);
+        let bad = Join.plan(
+            &Params::from_pairs(&[("on", "id=rid"), ("kind", "outer")]),
+            &schemas,
+        );
         assert!(matches!(bad, Err(PlanError::BadParam { .. })));
     }
 }

@@ -37,7 +37,8 @@ mod kappa_job_prelude {
     pub use std::sync::Arc;
 
     pub use crate::job::{
-        Dataflow, InputFormat, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan, PlanError, Rows,
+        Dataflow, InputFormat, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan,
+        PlanError, Rows,
     };
     pub use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
     pub use crate::value::{Row, Value};

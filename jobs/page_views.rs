@@ -22,24 +22,54 @@ impl Job for PageViews {
             version: 1,
             about: "Join page views with users and count views per user attribute",
             inputs: vec![
-                InputSpec { name: "views", columns: &[("user_id", ColumnType::Any)], format: None, about: "page-view events" },
-                InputSpec { name: "users", columns: &[("user_id", ColumnType::Any)], format: None, about: "users table with the attribute column" },
+                InputSpec {
+                    name: "views",
+                    columns: &[("user_id", ColumnType::Any)],
+                    format: None,
+                    about: "page-view events",
+                },
+                InputSpec {
+                    name: "users",
+                    columns: &[("user_id", ColumnType::Any)],
+                    format: None,
+                    about: "users table with the attribute column",
+                },
             ],
-            params: vec![ParamSpec { name: "attr", default: Some("country"), help: "users column to count views by" }],
-            outputs: vec![OutputSpec { name: "page_views", about: "ATTR, views" }],
+            params: vec![ParamSpec {
+                name: "attr",
+                default: Some("country"),
+                help: "users column to count views by",
+            }],
+            outputs: vec![OutputSpec {
+                name: "page_views",
+                about: "ATTR, views",
+            }],
         }
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
         let attr = params.get("attr");
         let views = Projection::named(&inputs[0], &[("user_id", ColumnType::Any)])?;
-        let users = Projection::named(&inputs[1], &[("user_id", ColumnType::Any), (attr, ColumnType::Any)])?;
+        let users = Projection::named(
+            &inputs[1],
+            &[("user_id", ColumnType::Any), (attr, ColumnType::Any)],
+        )?;
         // After the join, rows are [user_id, attr]: count them by attr.
-        let joined = InputSchema { name: "joined".into(), columns: vec!["user_id".into(), attr.into()] };
-        let (aggs, _) = Aggregates::resolve(&AggSpec::parse_list("count").expect("count parses"), &joined)?;
+        let joined = InputSchema {
+            name: "joined".into(),
+            columns: vec!["user_id".into(), attr.into()],
+        };
+        let (aggs, _) = Aggregates::resolve(
+            &AggSpec::parse_list("count").expect("count parses"),
+            &joined,
+        )?;
         Ok(Plan {
             inputs: vec![views, users],
-            outputs: vec![OutputSchema { name: "page_views".into(), columns: vec![attr.into(), "views".into()], key: vec![0] }],
+            outputs: vec![OutputSchema {
+                name: "page_views".into(),
+                columns: vec![attr.into(), "views".into()],
+                key: vec![0],
+            }],
             dataflow: Arc::new(PageViewsFlow { aggs }),
         })
     }
@@ -53,7 +83,11 @@ impl Dataflow for PageViewsFlow {
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
         let mut inputs = inputs.into_iter();
         let (views, users) = (inputs.next().expect("views"), inputs.next().expect("users"));
-        let columns = JoinColumns { left_key: vec![0], right_key: vec![0], right_rest: vec![1] };
+        let columns = JoinColumns {
+            left_key: vec![0],
+            right_key: vec![0],
+            right_rest: vec![1],
+        };
         let joined = views.relational_join(users, columns, JoinKind::Left);
         vec![joined.group_aggregate(vec![1], vec![], self.aggs.clone())]
     }
@@ -68,7 +102,12 @@ mod tests {
     fn counts_views_per_attribute_keeping_unknown_users() {
         let views = rows("/a,1\n/b,1\n/a,2\n/c,3\n/d,9\n/e,");
         let users = rows("1,fr,x\n2,de,y\n3,fr,z\n4,it,w");
-        let out = run_job(&PageViews, &[], &["url,user_id", "user_id,country,name"], vec![views, users]);
+        let out = run_job(
+            &PageViews,
+            &[],
+            &["url,user_id", "user_id,country,name"],
+            vec![views, users],
+        );
         assert_eq!(out[0], rows(",2\nde,1\nfr,3"));
     }
 }

@@ -25,20 +25,40 @@ impl Job for Sessionize {
                 format: None,
                 about: "user activity events",
             }],
-            params: vec![ParamSpec { name: "gap", default: Some("1800"), help: "inactivity gap that ends a session, in ts units" }],
-            outputs: vec![OutputSpec { name: "sessions", about: "user, start, end, events" }],
+            params: vec![ParamSpec {
+                name: "gap",
+                default: Some("1800"),
+                help: "inactivity gap that ends a session, in ts units",
+            }],
+            outputs: vec![OutputSpec {
+                name: "sessions",
+                about: "user, start, end, events",
+            }],
         }
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
         let gap: i64 = params.parse("gap")?;
         if gap < 0 {
-            return Err(PlanError::BadParam { name: "gap".into(), value: gap.to_string(), reason: "must not be negative".into() });
+            return Err(PlanError::BadParam {
+                name: "gap".into(),
+                value: gap.to_string(),
+                reason: "must not be negative".into(),
+            });
         }
-        let columns = ["user", "start", "end", "events"].map(String::from).to_vec();
+        let columns = ["user", "start", "end", "events"]
+            .map(String::from)
+            .to_vec();
         Ok(Plan {
-            inputs: vec![Projection::named(&inputs[0], &[("user", ColumnType::Any), ("ts", ColumnType::Int)])?],
-            outputs: vec![OutputSchema { name: "sessions".into(), columns, key: vec![0, 1] }],
+            inputs: vec![Projection::named(
+                &inputs[0],
+                &[("user", ColumnType::Any), ("ts", ColumnType::Int)],
+            )?],
+            outputs: vec![OutputSchema {
+                name: "sessions".into(),
+                columns,
+                key: vec![0, 1],
+            }],
             dataflow: Arc::new(SessionFlow { gap }),
         })
     }
@@ -92,13 +112,31 @@ mod tests {
     #[test]
     fn splits_on_gaps_per_user() {
         let events = rows("u1,100,x\nu1,150,x\nu1,150,y\nu1,400,x\nu2,10,x\nu1,,x\nu1,,y");
-        let out = run_job(&Sessionize, &[("gap", "100")], &["user,ts,page"], vec![events]);
-        assert_eq!(out[0], rows("u1,,,2\nu1,100,150,3\nu1,400,400,1\nu2,10,10,1"));
+        let out = run_job(
+            &Sessionize,
+            &[("gap", "100")],
+            &["user,ts,page"],
+            vec![events],
+        );
+        assert_eq!(
+            out[0],
+            rows("u1,,,2\nu1,100,150,3\nu1,400,400,1\nu2,10,10,1")
+        );
     }
 
     #[test]
     fn gap_is_inclusive() {
-        let times = [(&Value::Int(0), 1), (&Value::Int(10), 1), (&Value::Int(21), 1)];
-        assert_eq!(sessions(&times, 10), vec![(Value::Int(0), Value::Int(10), 2), (Value::Int(21), Value::Int(21), 1)]);
+        let times = [
+            (&Value::Int(0), 1),
+            (&Value::Int(10), 1),
+            (&Value::Int(21), 1),
+        ];
+        assert_eq!(
+            sessions(&times, 10),
+            vec![
+                (Value::Int(0), Value::Int(10), 2),
+                (Value::Int(21), Value::Int(21), 1)
+            ]
+        );
     }
 }

@@ -19,26 +19,60 @@ impl Job for TopK {
             name: "top-k",
             version: 1,
             about: "The k top rows per key by a column, ranked",
-            inputs: vec![InputSpec { name: "input", columns: &[], format: None, about: "rows to rank" }],
+            inputs: vec![InputSpec {
+                name: "input",
+                columns: &[],
+                format: None,
+                about: "rows to rank",
+            }],
             params: vec![
-                ParamSpec { name: "key", default: Some(""), help: "partition columns, COL[,COL...] (empty: rank all rows)" },
-                ParamSpec { name: "by", default: None, help: "column to rank by" },
-                ParamSpec { name: "k", default: Some("10"), help: "rows kept per key" },
-                ParamSpec { name: "order", default: Some("desc"), help: "desc (largest first) or asc" },
+                ParamSpec {
+                    name: "key",
+                    default: Some(""),
+                    help: "partition columns, COL[,COL...] (empty: rank all rows)",
+                },
+                ParamSpec {
+                    name: "by",
+                    default: None,
+                    help: "column to rank by",
+                },
+                ParamSpec {
+                    name: "k",
+                    default: Some("10"),
+                    help: "rows kept per key",
+                },
+                ParamSpec {
+                    name: "order",
+                    default: Some("desc"),
+                    help: "desc (largest first) or asc",
+                },
             ],
-            outputs: vec![OutputSpec { name: "top", about: "input columns, then rank" }],
+            outputs: vec![OutputSpec {
+                name: "top",
+                about: "input columns, then rank",
+            }],
         }
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
         let schema = &inputs[0];
-        let key: Vec<usize> = params.list("key").iter().map(|c| schema.index(c)).collect::<Result<_, _>>()?;
+        let key: Vec<usize> = params
+            .list("key")
+            .iter()
+            .map(|c| schema.index(c))
+            .collect::<Result<_, _>>()?;
         let by = schema.index(params.get("by"))?;
         let k: usize = params.parse("k")?;
         let descending = match params.get("order") {
             "desc" => true,
             "asc" => false,
-            other => return Err(PlanError::BadParam { name: "order".into(), value: other.into(), reason: "expected desc or asc".into() }),
+            other => {
+                return Err(PlanError::BadParam {
+                    name: "order".into(),
+                    value: other.into(),
+                    reason: "expected desc or asc".into(),
+                });
+            }
         };
         let mut columns = schema.columns.clone();
         columns.push("rank".into());
@@ -46,8 +80,17 @@ impl Job for TopK {
         out_key.push(schema.columns.len());
         Ok(Plan {
             inputs: vec![Projection::all(schema)],
-            outputs: vec![OutputSchema { name: "top".into(), columns, key: out_key }],
-            dataflow: Arc::new(TopKFlow { key, by, k, descending }),
+            outputs: vec![OutputSchema {
+                name: "top".into(),
+                columns,
+                key: out_key,
+            }],
+            dataflow: Arc::new(TopKFlow {
+                key,
+                by,
+                k,
+                descending,
+            }),
         })
     }
 }
@@ -63,21 +106,31 @@ impl Dataflow for TopKFlow {
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
         let (key, by, k, descending) = (self.key.clone(), self.by, self.k, self.descending);
         let input = inputs.into_iter().next().expect("top-k has one input");
-        let top = input.map(move |row| (project(&row, &key), row)).reduce(move |_key, group, out| {
-            let mut ranked: Vec<(&Row, isize)> = group.iter().map(|(r, n)| (*r, *n)).collect();
-            // Group rows arrive sorted ascending; a stable sort by `by` keeps
-            // that order among ties.
-            ranked.sort_by(|(a, _), (b, _)| {
-                let (x, y) = (&a[by], &b[by]);
-                x.is_null().cmp(&y.is_null()).then(if descending { y.cmp(x) } else { x.cmp(y) })
-            });
-            let copies = ranked.iter().flat_map(|(row, n)| std::iter::repeat_n(*row, (*n).max(0) as usize));
-            for (rank, row) in copies.take(k).enumerate() {
-                let mut row = row.clone();
-                row.push(Value::Int(rank as i64 + 1));
-                out.push((row, 1isize));
-            }
-        });
+        let top =
+            input
+                .map(move |row| (project(&row, &key), row))
+                .reduce(move |_key, group, out| {
+                    let mut ranked: Vec<(&Row, isize)> =
+                        group.iter().map(|(r, n)| (*r, *n)).collect();
+                    // Group rows arrive sorted ascending; a stable sort by `by` keeps
+                    // that order among ties.
+                    ranked.sort_by(|(a, _), (b, _)| {
+                        let (x, y) = (&a[by], &b[by]);
+                        x.is_null().cmp(&y.is_null()).then(if descending {
+                            y.cmp(x)
+                        } else {
+                            x.cmp(y)
+                        })
+                    });
+                    let copies = ranked
+                        .iter()
+                        .flat_map(|(row, n)| std::iter::repeat_n(*row, (*n).max(0) as usize));
+                    for (rank, row) in copies.take(k).enumerate() {
+                        let mut row = row.clone();
+                        row.push(Value::Int(rank as i64 + 1));
+                        out.push((row, 1isize));
+                    }
+                });
         vec![top.map(|(_key, row)| row)]
     }
 }
@@ -90,13 +143,23 @@ mod tests {
     #[test]
     fn ranks_per_key_with_deterministic_ties() {
         let input = rows("a,1,x\na,3,y\na,3,b\na,2,z\nb,5,q\nb,,n\na,,m");
-        let out = run_job(&TopK, &[("key", "k"), ("by", "v"), ("k", "3")], &["k,v,t"], vec![input]);
+        let out = run_job(
+            &TopK,
+            &[("key", "k"), ("by", "v"), ("k", "3")],
+            &["k,v,t"],
+            vec![input],
+        );
         assert_eq!(out[0], rows("a,2,z,3\na,3,b,1\na,3,y,2\nb,,n,2\nb,5,q,1"));
     }
 
     #[test]
     fn ascending_global_ranking() {
-        let out = run_job(&TopK, &[("by", "v"), ("k", "2"), ("order", "asc")], &["v"], vec![rows("3\n1\n2\n1")]);
+        let out = run_job(
+            &TopK,
+            &[("by", "v"), ("k", "2"), ("order", "asc")],
+            &["v"],
+            vec![rows("3\n1\n2\n1")],
+        );
         assert_eq!(out[0], rows("1,1\n1,2"));
     }
 }

@@ -21,14 +21,21 @@ impl Job for WordCount {
                 about: "text files, read line by line",
             }],
             params: vec![],
-            outputs: vec![OutputSpec { name: "counts", about: "word, count" }],
+            outputs: vec![OutputSpec {
+                name: "counts",
+                about: "word, count",
+            }],
         }
     }
 
     fn plan(&self, _params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
         Ok(Plan {
             inputs: vec![Projection::named(&inputs[0], &[("line", ColumnType::Str)])?],
-            outputs: vec![OutputSchema { name: "counts".into(), columns: vec!["word".into(), "count".into()], key: vec![0] }],
+            outputs: vec![OutputSchema {
+                name: "counts".into(),
+                columns: vec!["word".into(), "count".into()],
+                key: vec![0],
+            }],
             dataflow: Arc::new(WordCountFlow),
         })
     }
@@ -36,7 +43,9 @@ impl Job for WordCount {
 
 /// The words of a line, lowercased.
 fn words(line: &str) -> impl Iterator<Item = String> + '_ {
-    line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+    line.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
 }
 
 struct WordCountFlow;
@@ -62,9 +71,16 @@ mod tests {
 
     #[test]
     fn splits_on_non_alphanumerics_and_lowercases() {
-        let lines = vec![vec![Value::str("The cat, the HAT!")], vec![Value::str("  café—Café 42 ")], vec![Value::Null]];
+        let lines = vec![
+            vec![Value::str("The cat, the HAT!")],
+            vec![Value::str("  café—Café 42 ")],
+            vec![Value::Null],
+        ];
         let out = run_job(&WordCount, &[], &["line"], vec![lines]);
-        let text: Vec<String> = out[0].iter().map(|r| format!("{}={}", r[0], r[1])).collect();
+        let text: Vec<String> = out[0]
+            .iter()
+            .map(|r| format!("{}={}", r[0], r[1]))
+            .collect();
         assert_eq!(text, ["42=1", "café=2", "cat=1", "hat=1", "the=2"]);
     }
 }

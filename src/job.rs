@@ -114,7 +114,12 @@ impl Params {
                 return Err(PlanError::UnknownParam {
                     job: spec.name.to_string(),
                     name: k.clone(),
-                    known: spec.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+                    known: spec
+                        .params
+                        .iter()
+                        .map(|p| p.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 });
             }
             if values.insert(k.clone(), v.clone()).is_some() {
@@ -136,7 +141,7 @@ impl Params {
                             job: spec.name.to_string(),
                             name: p.name.to_string(),
                             help: p.help.to_string(),
-                        })
+                        });
                     }
                 }
             }
@@ -146,7 +151,12 @@ impl Params {
 
     /// Builds parameters directly (tests, and jobs that call other jobs).
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Params {
-        Params(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Params(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     /// The value of a declared parameter.
@@ -156,7 +166,12 @@ impl Params {
 
     /// A comma-separated list, empty items removed.
     pub fn list(&self, name: &str) -> Vec<String> {
-        self.get(name).split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+        self.get(name)
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
     }
 
     /// A parameter parsed with `FromStr`, or a `BadParam` error.
@@ -182,14 +197,30 @@ impl Params {
 pub enum PlanError {
     /// A parameter the job does not declare.
     #[error("job {job} has no parameter {name:?} (its parameters: {known})")]
-    UnknownParam { job: String, name: String, known: String },
+    UnknownParam {
+        job: String,
+        name: String,
+        known: String,
+    },
     /// A required parameter without a value.
     #[error("job {job} needs --param {name}=... ({help})")]
-    MissingParam { job: String, name: String, help: String },
+    MissingParam {
+        job: String,
+        name: String,
+        help: String,
+    },
     /// A parameter value that does not parse or make sense.
     #[error("bad value {value:?} for parameter {name}: {reason}")]
-    BadParam { name: String, value: String, reason: String },
+    BadParam {
+        name: String,
+        value: String,
+        reason: String,
+    },
     /// A column named by a parameter or required by the job is not in the input.
     #[error("input {input} has no column {column:?} (its columns: {available})")]
-    UnknownColumn { input: String, column: String, available: String },
+    UnknownColumn {
+        input: String,
+        column: String,
+        available: String,
+    },
 }

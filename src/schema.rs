@@ -81,13 +81,14 @@ pub struct InputSchema {
 impl InputSchema {
     /// The position of a column, or a plan error listing the columns there are.
     pub fn index(&self, column: &str) -> Result<usize, crate::job::PlanError> {
-        self.columns.iter().position(|c| c == column).ok_or_else(|| {
-            crate::job::PlanError::UnknownColumn {
+        self.columns
+            .iter()
+            .position(|c| c == column)
+            .ok_or_else(|| crate::job::PlanError::UnknownColumn {
                 input: self.name.clone(),
                 column: column.to_string(),
                 available: self.columns.join(","),
-            }
-        })
+            })
     }
 }
 
@@ -101,7 +102,11 @@ pub struct Projection {
 impl Projection {
     /// Every column, inferred.
     pub fn all(schema: &InputSchema) -> Self {
-        Projection { columns: (0..schema.columns.len()).map(|i| (i, ColumnType::Any)).collect() }
+        Projection {
+            columns: (0..schema.columns.len())
+                .map(|i| (i, ColumnType::Any))
+                .collect(),
+        }
     }
 
     /// The named columns, with their types, in the given order.
@@ -140,7 +145,12 @@ mod tests {
         assert_eq!(ColumnType::Int.parse("12"), Ok(Value::Int(12)));
         assert!(ColumnType::Int.parse("1.5").is_err());
         assert_eq!(ColumnType::Float.parse("2"), Ok(Value::float(2.0)));
-        assert!(ColumnType::Number.parse("x").unwrap_err().contains("expected a number"));
+        assert!(
+            ColumnType::Number
+                .parse("x")
+                .unwrap_err()
+                .contains("expected a number")
+        );
         assert_eq!(ColumnType::Str.parse("12"), Ok(Value::str("12")));
         assert_eq!(ColumnType::Any.parse("007"), Ok(Value::str("007")));
     }
@@ -150,6 +160,9 @@ mod tests {
         assert_eq!(ColumnType::Str.coerce(Value::Int(3)), Ok(Value::str("3")));
         assert_eq!(ColumnType::Int.coerce(Value::str("4")), Ok(Value::Int(4)));
         assert!(ColumnType::Int.coerce(Value::float(1.5)).is_err());
-        assert_eq!(ColumnType::Float.coerce(Value::Int(1)), Ok(Value::float(1.0)));
+        assert_eq!(
+            ColumnType::Float.coerce(Value::Int(1)),
+            Ok(Value::float(1.0))
+        );
     }
 }

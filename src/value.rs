@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(Value::infer("007"), Value::str("007"));
         assert_eq!(Value::infer("+7"), Value::str("+7"));
         assert_eq!(Value::infer("-0"), Value::str("-0"));
-        assert_eq!(Value::infer("99999999999999999999"), Value::str("99999999999999999999"));
+        assert_eq!(
+            Value::infer("99999999999999999999"),
+            Value::str("99999999999999999999")
+        );
         assert_eq!(Value::infer("1.5"), Value::float(1.5));
         assert_eq!(Value::infer("-2e3"), Value::float(-2000.0));
         assert_eq!(Value::infer("inf"), Value::str("inf"));
@@ -214,7 +217,7 @@ mod tests {
 
     #[test]
     fn order_is_null_numbers_strings() {
-        let mut v = vec![
+        let mut v = [
             Value::str("b"),
             Value::float(1.5),
             Value::Null,
@@ -231,7 +234,10 @@ mod tests {
     #[test]
     fn floats_display_as_floats() {
         assert_eq!(Value::float(3.0).to_string(), "3.0");
-        assert_eq!(Value::infer(&Value::float(0.1).to_string()), Value::float(0.1));
+        assert_eq!(
+            Value::infer(&Value::float(0.1).to_string()),
+            Value::float(0.1)
+        );
         assert_eq!(Value::float(-0.0), Value::float(0.0));
     }
 

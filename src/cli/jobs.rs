@@ -27,12 +27,19 @@ pub fn describe(spec: &JobSpec) -> String {
         let cols = if input.columns.is_empty() {
             "any columns".to_string()
         } else {
-            input.columns.iter().map(|(c, t)| format!("{c} ({t})")).collect::<Vec<_>>().join(", ")
+            input
+                .columns
+                .iter()
+                .map(|(c, t)| format!("{c} ({t})"))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         let _ = writeln!(s, "  input  {:<10} {} [{}]", input.name, input.about, cols);
     }
     for p in &spec.params {
-        let default = p.default.map_or("required".to_string(), |d| format!("default {d:?}"));
+        let default = p
+            .default
+            .map_or("required".to_string(), |d| format!("default {d:?}"));
         let _ = writeln!(s, "  param  {:<10} {} ({})", p.name, p.help, default);
     }
     for o in &spec.outputs {

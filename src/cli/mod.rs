@@ -46,7 +46,8 @@ pub fn main() -> ExitCode {
 
 /// Logs go to stderr through tracing; the level comes from `RUST_LOG` (default: warnings).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

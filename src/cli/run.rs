@@ -69,11 +69,16 @@ fn name_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
 where
     T::Err: std::fmt::Display,
 {
-    let (name, value) = s.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))?;
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))?;
     if name.is_empty() {
         return Err(format!("empty name in {s:?}"));
     }
-    Ok((name.to_string(), value.parse().map_err(|e: T::Err| e.to_string())?))
+    Ok((
+        name.to_string(),
+        value.parse().map_err(|e: T::Err| e.to_string())?,
+    ))
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -82,39 +87,67 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     if args.help || job.is_none() {
-        let mut help = super::Cli::command().find_subcommand_mut("run").expect("run command").render_help().to_string();
+        let mut help = super::Cli::command()
+            .find_subcommand_mut("run")
+            .expect("run command")
+            .render_help()
+            .to_string();
         if let Some(job) = job {
             help.push_str("\nJob:\n");
             help.push_str(&super::jobs::describe(&job.spec()));
         }
         print!("{help}");
-        return if args.help { Ok(()) } else { Err(anyhow!("no job given (see `kappa jobs`)")) };
+        return if args.help {
+            Ok(())
+        } else {
+            Err(anyhow!("no job given (see `kappa jobs`)"))
+        };
     }
     let job = job.expect("checked above");
     let spec = job.spec();
-    let output = args.output.clone().ok_or_else(|| anyhow!("--output DIR is required"))?;
+    let output = args
+        .output
+        .clone()
+        .ok_or_else(|| anyhow!("--output DIR is required"))?;
     let params = Params::resolve(&spec, &args.param)?;
     let inputs = resolve_inputs(job, &args)?;
     let schemas: Vec<_> = inputs.iter().map(|i| i.schema.clone()).collect();
-    let plan = job.plan(&params, &schemas).with_context(|| format!("cannot plan job {}", spec.name))?;
+    let plan = job
+        .plan(&params, &schemas)
+        .with_context(|| format!("cannot plan job {}", spec.name))?;
     files::check_target(&output, args.overwrite)?;
     let workers = args.workers.config()?;
     let total_bytes: u64 = inputs.iter().map(InputFiles::bytes).sum();
     let bar = progress_bar(total_bytes);
     let options = ReadOptions {
         null: args.null.clone(),
-        on_bad_row: if args.on_bad_row == OnBadRow::Skip { BadRowPolicy::Skip } else { BadRowPolicy::Fail },
+        on_bad_row: if args.on_bad_row == OnBadRow::Skip {
+            BadRowPolicy::Skip
+        } else {
+            BadRowPolicy::Fail
+        },
     };
-    let progress = bar.clone().map(|b| Arc::new(move |n: u64| b.inc(n)) as Arc<dyn Fn(u64) + Send + Sync>);
+    let progress = bar
+        .clone()
+        .map(|b| Arc::new(move |n: u64| b.inc(n)) as Arc<dyn Fn(u64) + Send + Sync>);
     let threads = workers.total_workers();
-    let run = BatchRun { plan: plan.clone(), inputs: inputs.clone(), options, workers, progress };
+    let run = BatchRun {
+        plan: plan.clone(),
+        inputs: inputs.clone(),
+        options,
+        workers,
+        progress,
+    };
     let result = run.run();
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let result = result.with_context(|| format!("job {} failed", spec.name))?;
     files::commit(&output, &plan.outputs, &result.outputs)?;
-    eprint!("{}", summary(spec.name, threads, &inputs, &plan.outputs, &result, &output));
+    eprint!(
+        "{}",
+        summary(spec.name, threads, &inputs, &plan.outputs, &result, &output)
+    );
     Ok(())
 }
 
@@ -131,7 +164,11 @@ fn resolve_inputs(job: &dyn Job, args: &RunArgs) -> anyhow::Result<Vec<InputFile
     for (name, _) in &args.input {
         if !spec.inputs.iter().any(|i| i.name == name) {
             let names: Vec<_> = spec.inputs.iter().map(|i| i.name).collect();
-            bail!("job {} has no input {name:?} (its inputs: {})", spec.name, names.join(", "));
+            bail!(
+                "job {} has no input {name:?} (its inputs: {})",
+                spec.name,
+                names.join(", ")
+            );
         }
     }
     let format = args.format.map(|f| match f {
@@ -144,7 +181,11 @@ fn resolve_inputs(job: &dyn Job, args: &RunArgs) -> anyhow::Result<Vec<InputFile
         .map(|input| {
             let given: Vec<_> = args.input.iter().filter(|(n, _)| n == input.name).collect();
             match given.as_slice() {
-                [] => bail!("missing input: --input {}=PATH ({})", input.name, input.about),
+                [] => bail!(
+                    "missing input: --input {}=PATH ({})",
+                    input.name,
+                    input.about
+                ),
                 [(_, path)] => Ok(InputFiles::resolve(input.name, path, format, input.format)?),
                 _ => bail!("input {} given more than once", input.name),
             }
@@ -175,9 +216,17 @@ fn summary(
     dir: &std::path::Path,
 ) -> String {
     let rows_in: u64 = result.rows_in.iter().sum();
-    let rows_out: isize = result.outputs.iter().flat_map(|o| o.iter().map(|(_, n)| n)).sum();
+    let rows_out: isize = result
+        .outputs
+        .iter()
+        .flat_map(|o| o.iter().map(|(_, n)| n))
+        .sum();
     let secs = result.elapsed.as_secs_f64();
-    let ins: Vec<String> = inputs.iter().zip(&result.rows_in).map(|(i, n)| format!("{} {n}", i.schema.name)).collect();
+    let ins: Vec<String> = inputs
+        .iter()
+        .zip(&result.rows_in)
+        .map(|(i, n)| format!("{} {n}", i.schema.name))
+        .collect();
     let outs: Vec<String> = outputs
         .iter()
         .zip(&result.outputs)
@@ -192,7 +241,10 @@ fn summary(
     );
     for (input, bad) in inputs.iter().zip(&result.bad_rows) {
         if bad.count > 0 {
-            s.push_str(&format!("skipped {} bad rows in input {}; first ones:\n", bad.count, input.schema.name));
+            s.push_str(&format!(
+                "skipped {} bad rows in input {}; first ones:\n",
+                bad.count, input.schema.name
+            ));
             for (at, problem) in &bad.examples {
                 s.push_str(&format!("  {at}: {problem}\n"));
             }

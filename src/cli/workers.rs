@@ -30,8 +30,17 @@ impl WorkerArgs {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         if self.process >= self.processes.max(1) {
-            anyhow::bail!("--process {} is not below --processes {}", self.process, self.processes);
+            anyhow::bail!(
+                "--process {} is not below --processes {}",
+                self.process,
+                self.processes
+            );
         }
-        Ok(WorkerConfig { threads, processes: self.processes.max(1), process: self.process, hostfile: self.hostfile.clone() })
+        Ok(WorkerConfig {
+            threads,
+            processes: self.processes.max(1),
+            process: self.process,
+            hostfile: self.hostfile.clone(),
+        })
     }
 }

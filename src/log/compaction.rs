@@ -135,10 +135,8 @@ fn latest_offsets(p: &PartitionLog) -> Result<HashMap<Vec<u8>, u64>> {
         let path = log_path(&p.dir, seg.base);
         let mut cur = SegmentCursor::open(&path, seg.base)?;
         scan_rest(&mut cur, |r, pos, _| {
-            if pos < seg.size {
-                if let Some(k) = &r.key {
-                    latest.insert(k.clone(), r.offset);
-                }
+            if let Some(k) = r.key.as_ref().filter(|_| pos < seg.size) {
+                latest.insert(k.clone(), r.offset);
             }
         })?;
     }

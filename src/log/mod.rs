@@ -33,6 +33,8 @@ mod topic;
 mod tests;
 #[cfg(test)]
 mod tests_model;
+#[cfg(test)]
+mod tests_ops;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -276,7 +276,7 @@ fn open_sealed(dir: &Path, base: u64) -> Result<SegmentMeta> {
     let size = std::fs::metadata(&path).ctx(&path)?.len();
     let entries = index::read_index(&ipath)?;
     if let Some(last) = entries.last().filter(|_| index::is_plausible(&entries, size)) {
-        let at = base + u64::from(last.rel);
+        let at = base.saturating_add(u64::from(last.rel));
         cur.seek(u64::from(last.pos), at.checked_sub(1).filter(|&p| p >= base));
         let mut first = None;
         let scanned = scan_rest(&mut cur, |r, _, _| {

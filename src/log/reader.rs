@@ -232,7 +232,7 @@ fn seek_with_index(cur: &mut SegmentCursor, dir: &Path, base: u64, target: u64) 
     let Some(e) = index::lookup(&entries, target.saturating_sub(base)) else {
         return Ok(());
     };
-    let at = base + u64::from(e.rel);
+    let at = base.saturating_add(u64::from(e.rel));
     cur.seek(u64::from(e.pos), None);
     let verified = matches!(cur.next(), Ok(Step::Record(r, _)) if r.offset == at);
     if verified {

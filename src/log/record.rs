@@ -248,6 +248,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
         #[test]
         fn roundtrip((key, value, ets, offset, ats) in arb_record()) {
             let rin = RecordIn { key: key.as_deref(), value: &value, event_ts: ets };

@@ -60,10 +60,18 @@ impl AggSpec {
                 "max" => AggKind::Max,
                 "avg" => AggKind::Avg,
                 "count_distinct" => AggKind::CountDistinct,
-                _ => return Err(bad(format!("unknown aggregate {func:?} (known: count, sum, min, max, avg, count_distinct)"))),
+                _ => {
+                    return Err(bad(format!(
+                        "unknown aggregate {func:?} (known: count, sum, min, max, avg, count_distinct)"
+                    )));
+                }
             };
             if (kind == AggKind::Count) != column.is_none() {
-                let why = if column.is_some() { "count takes no column" } else { "needs a column: FUNC:COL" };
+                let why = if column.is_some() {
+                    "count takes no column"
+                } else {
+                    "needs a column: FUNC:COL"
+                };
                 return Err(bad(format!("{item:?}: {why}")));
             }
             aggs.push(AggSpec { kind, column });
@@ -144,12 +152,20 @@ impl Aggregates {
     /// The aggregate values of one group: `group` is its consolidated
     /// multiset of value rows (with multiplicities), sorted.
     pub fn compute(&self, group: &[(&Row, isize)]) -> Row {
-        self.aggs.iter().map(|&(kind, col)| aggregate(kind, col, group)).collect()
+        self.aggs
+            .iter()
+            .map(|&(kind, col)| aggregate(kind, col, group))
+            .collect()
     }
 }
 
 fn aggregate(kind: AggKind, col: usize, group: &[(&Row, isize)]) -> Value {
-    let non_null = || group.iter().filter(move |(r, _)| !r[col].is_null()).map(move |(r, m)| (&r[col], *m));
+    let non_null = || {
+        group
+            .iter()
+            .filter(move |(r, _)| !r[col].is_null())
+            .map(move |(r, m)| (&r[col], *m))
+    };
     match kind {
         AggKind::Count => Value::Int(group.iter().map(|(_, m)| *m as i64).sum()),
         AggKind::Sum => sum(non_null()).map_or(Value::Null, |s| s.value()),
@@ -160,9 +176,19 @@ fn aggregate(kind: AggKind, col: usize, group: &[(&Row, isize)]) -> Value {
                 _ => Value::Null,
             }
         }
-        AggKind::Min => non_null().map(|(v, _)| v).min().cloned().unwrap_or(Value::Null),
-        AggKind::Max => non_null().map(|(v, _)| v).max().cloned().unwrap_or(Value::Null),
-        AggKind::CountDistinct => Value::Int(non_null().map(|(v, _)| v).collect::<BTreeSet<_>>().len() as i64),
+        AggKind::Min => non_null()
+            .map(|(v, _)| v)
+            .min()
+            .cloned()
+            .unwrap_or(Value::Null),
+        AggKind::Max => non_null()
+            .map(|(v, _)| v)
+            .max()
+            .cloned()
+            .unwrap_or(Value::Null),
+        AggKind::CountDistinct => {
+            Value::Int(non_null().map(|(v, _)| v).collect::<BTreeSet<_>>().len() as i64)
+        }
     }
 }
 
@@ -189,7 +215,11 @@ impl Sum {
 fn sum<'a>(values: impl Iterator<Item = (&'a Value, isize)>) -> Option<Sum> {
     let mut acc: Option<Sum> = None;
     for (v, m) in values {
-        let s = acc.get_or_insert(Sum { ints: 0, floats: 0.0, any_float: false });
+        let s = acc.get_or_insert(Sum {
+            ints: 0,
+            floats: 0.0,
+            any_float: false,
+        });
         match v {
             Value::Int(i) => s.ints += *i as i128 * m as i128,
             Value::Float(f) => {
@@ -198,7 +228,9 @@ fn sum<'a>(values: impl Iterator<Item = (&'a Value, isize)>) -> Option<Sum> {
             }
             // The plan types sum/avg columns as numbers, so the source layer
             // rejects anything else as a bad row before it gets here.
-            _ => unreachable!("non-numeric value {v:?} in a sum: the plan must type the column as a number"),
+            _ => unreachable!(
+                "non-numeric value {v:?} in a sum: the plan must type the column as a number"
+            ),
         }
     }
     acc
@@ -243,14 +275,27 @@ mod tests {
     use super::*;
 
     fn schema() -> InputSchema {
-        InputSchema { name: "input".into(), columns: vec!["k".into(), "v".into(), "w".into()] }
+        InputSchema {
+            name: "input".into(),
+            columns: vec!["k".into(), "v".into(), "w".into()],
+        }
     }
 
     #[test]
     fn parse_list_accepts_all_functions_and_names_outputs() {
         let aggs = AggSpec::parse_list("count,sum:v,min:v,max:w,avg:v,count_distinct:w").unwrap();
         let names: Vec<_> = aggs.iter().map(AggSpec::output_name).collect();
-        assert_eq!(names, ["count", "sum_v", "min_v", "max_w", "avg_v", "count_distinct_w"]);
+        assert_eq!(
+            names,
+            [
+                "count",
+                "sum_v",
+                "min_v",
+                "max_w",
+                "avg_v",
+                "count_distinct_w"
+            ]
+        );
     }
 
     #[test]
@@ -271,15 +316,43 @@ mod tests {
     #[test]
     fn compute_ignores_nulls_like_sql() {
         let specs = AggSpec::parse_list("count,sum:v,avg:v,min:v,max:v,count_distinct:v").unwrap();
-        let (aggs, _) = Aggregates::resolve(&specs, &InputSchema { name: "i".into(), columns: vec!["v".into()] }).unwrap();
-        let rows = [vec![Value::Null], vec![Value::Int(2)], vec![Value::float(1.5)]];
+        let (aggs, _) = Aggregates::resolve(
+            &specs,
+            &InputSchema {
+                name: "i".into(),
+                columns: vec!["v".into()],
+            },
+        )
+        .unwrap();
+        let rows = [
+            vec![Value::Null],
+            vec![Value::Int(2)],
+            vec![Value::float(1.5)],
+        ];
         let group = [(&rows[0], 1), (&rows[1], 2), (&rows[2], 1)];
         assert_eq!(
             aggs.compute(&group),
-            vec![Value::Int(4), Value::float(5.5), Value::float(5.5 / 3.0), Value::float(1.5), Value::Int(2), Value::Int(2)]
+            vec![
+                Value::Int(4),
+                Value::float(5.5),
+                Value::float(5.5 / 3.0),
+                Value::float(1.5),
+                Value::Int(2),
+                Value::Int(2)
+            ]
         );
         let nulls = [(&rows[0], 3)];
-        assert_eq!(aggs.compute(&nulls), vec![Value::Int(3), Value::Null, Value::Null, Value::Null, Value::Null, Value::Int(0)]);
+        assert_eq!(
+            aggs.compute(&nulls),
+            vec![
+                Value::Int(3),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Int(0)
+            ]
+        );
     }
 
     #[test]

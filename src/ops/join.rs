@@ -62,7 +62,11 @@ fn has_null(key: &Row) -> bool {
 
 impl<'s> RelationalJoin<'s> for Rows<'s> {
     fn relational_join(self, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s> {
-        let JoinColumns { left_key, right_key, right_rest } = columns;
+        let JoinColumns {
+            left_key,
+            right_key,
+            right_rest,
+        } = columns;
         let pad = right_rest.len();
         let keyed = self.map(move |row| (project(&row, &left_key), row));
         let matchable = keyed.clone().filter(|(k, _)| !has_null(k));
@@ -77,10 +81,14 @@ impl<'s> RelationalJoin<'s> for Rows<'s> {
         };
         match kind {
             JoinKind::Inner => matchable.join_map(right, |_, l, r| concat(l, r)),
-            JoinKind::Semi => matchable.semijoin(right.map(|(k, _)| k).distinct()).map(|(_, row)| row),
+            JoinKind::Semi => matchable
+                .semijoin(right.map(|(k, _)| k).distinct())
+                .map(|(_, row)| row),
             JoinKind::Anti => unmatched(matchable, right).concat(null_keyed),
             JoinKind::Left => {
-                let matched = matchable.clone().join_map(right.clone(), |_, l, r| concat(l, r));
+                let matched = matchable
+                    .clone()
+                    .join_map(right.clone(), |_, l, r| concat(l, r));
                 matched.concat(unmatched(matchable, right).concat(null_keyed).map(padded))
             }
         }
@@ -92,7 +100,8 @@ fn unmatched<'s>(
     left: differential_dataflow::VecCollection<'s, crate::job::Time, (Row, Row)>,
     right: differential_dataflow::VecCollection<'s, crate::job::Time, (Row, Row)>,
 ) -> Rows<'s> {
-    left.antijoin(right.map(|(k, _)| k).distinct()).map(|(_, row)| row)
+    left.antijoin(right.map(|(k, _)| k).distinct())
+        .map(|(_, row)| row)
 }
 
 fn concat(left: &Row, right: &Row) -> Row {

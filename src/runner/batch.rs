@@ -69,9 +69,14 @@ impl BatchRun {
         let started = Instant::now();
         let config = self.workers.timely_config()?;
         let chunks = plan_chunks(&self.inputs, self.workers.total_workers())?;
-        let shared = Arc::new(Shared { run: self, chunks, abort: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            run: self,
+            chunks,
+            abort: AtomicBool::new(false),
+        });
         let worker_shared = shared.clone();
-        let guards = timely::execute(config, move |worker| worker_shared.work(worker)).map_err(RunError::Timely)?;
+        let guards = timely::execute(config, move |worker| worker_shared.work(worker))
+            .map_err(RunError::Timely)?;
         let mut results = Vec::new();
         let mut errors = Vec::new();
         for result in guards.join() {
@@ -103,7 +108,11 @@ impl BatchRun {
             // The workers' runs are sorted: a stable sort merges them in linear time.
             consolidate(rows);
             if let Some((row, n)) = rows.iter().find(|(_, n)| *n < 0) {
-                return Err(RunError::NegativeMultiplicity { output: schema.name.clone(), row: format!("{row:?}"), count: *n });
+                return Err(RunError::NegativeMultiplicity {
+                    output: schema.name.clone(),
+                    row: format!("{row:?}"),
+                    count: *n,
+                });
             }
         }
         result.elapsed = started.elapsed();
@@ -130,7 +139,13 @@ fn plan_chunks(inputs: &[InputFiles], workers: usize) -> Result<Vec<Chunk>, RunE
             let ranges = source::split::split_file(path, files.format, workers)
                 .map_err(|e| RunError::Source(SourceError::io(path, e)))?;
             for (start, end) in ranges {
-                chunks.push(Chunk { input, file, start, end, header: start == 0 });
+                chunks.push(Chunk {
+                    input,
+                    file,
+                    start,
+                    end,
+                    header: start == 0,
+                });
             }
         }
     }
@@ -151,17 +166,29 @@ impl Shared {
     fn work(&self, worker: &mut timely::worker::Worker) -> Result<WorkerResult, SourceError> {
         let (index, peers) = (worker.index(), worker.peers());
         let plan = &self.run.plan;
-        let collected: Vec<Rc<RefCell<Vec<(Row, isize)>>>> = plan.outputs.iter().map(|_| Default::default()).collect();
+        let collected: Vec<Rc<RefCell<super::OutputRows>>> =
+            plan.outputs.iter().map(|_| Default::default()).collect();
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, collections): (Vec<_>, Vec<_>) =
-                plan.inputs.iter().map(|_| scope.new_collection::<Row, isize>()).unzip();
+            let (sessions, collections): (Vec<_>, Vec<_>) = plan
+                .inputs
+                .iter()
+                .map(|_| scope.new_collection::<Row, isize>())
+                .unzip();
             let outputs = plan.dataflow.build(collections);
-            assert_eq!(outputs.len(), plan.outputs.len(), "job built a different number of outputs than it planned");
+            assert_eq!(
+                outputs.len(),
+                plan.outputs.len(),
+                "job built a different number of outputs than it planned"
+            );
             for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
-                output.inner.sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
-                    let mut sink = sink.borrow_mut();
-                    input.for_each(|_cap, data| sink.extend(data.drain(..).map(|(row, _time, diff)| (row, diff))));
-                });
+                output
+                    .inner
+                    .sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
+                        let mut sink = sink.borrow_mut();
+                        input.for_each(|_cap, data| {
+                            sink.extend(data.drain(..).map(|(row, _time, diff)| (row, diff)))
+                        });
+                    });
             }
             sessions
         });
@@ -219,6 +246,10 @@ impl Shared {
                 rows
             })
             .collect();
-        Ok(WorkerResult { outputs, rows_in, bad_rows })
+        Ok(WorkerResult {
+            outputs,
+            rows_in,
+            bad_rows,
+        })
     }
 }

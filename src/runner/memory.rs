@@ -31,28 +31,38 @@ pub fn run_in_memory(plan: &Plan, inputs: Vec<Vec<Row>>, workers: usize) -> Vec<
                     projection
                         .columns
                         .iter()
-                        .map(|&(i, ty)| ty.coerce(row[i].clone()).expect("in-memory input row does not fit its column type"))
+                        .map(|&(i, ty)| {
+                            ty.coerce(row[i].clone())
+                                .expect("in-memory input row does not fit its column type")
+                        })
                         .collect()
                 })
                 .collect()
         })
         .collect();
     let shared = Arc::new((plan.clone(), projected));
-    let results: Arc<Mutex<Vec<Vec<(Row, isize)>>>> = Arc::new(Mutex::new(vec![Vec::new(); plan.outputs.len()]));
+    let results: Arc<Mutex<Vec<crate::runner::OutputRows>>> =
+        Arc::new(Mutex::new(vec![Vec::new(); plan.outputs.len()]));
     let sink_results = results.clone();
     timely::execute(timely::Config::process(workers), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
         let (plan, inputs) = &*shared;
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, collections): (Vec<_>, Vec<_>) =
-                plan.inputs.iter().map(|_| scope.new_collection::<Row, isize>()).unzip();
+            let (sessions, collections): (Vec<_>, Vec<_>) = plan
+                .inputs
+                .iter()
+                .map(|_| scope.new_collection::<Row, isize>())
+                .unzip();
             for (i, output) in plan.dataflow.build(collections).into_iter().enumerate() {
                 let results = sink_results.clone();
-                output.inner.sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
-                    input.for_each(|_cap, data| {
-                        results.lock().unwrap()[i].extend(data.drain(..).map(|(row, _t, diff)| (row, diff)))
+                output
+                    .inner
+                    .sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
+                        input.for_each(|_cap, data| {
+                            results.lock().unwrap()[i]
+                                .extend(data.drain(..).map(|(row, _t, diff)| (row, diff)))
+                        });
                     });
-                });
             }
             sessions
         });

@@ -30,7 +30,12 @@ pub struct WorkerConfig {
 impl WorkerConfig {
     /// `threads` workers in this process.
     pub fn threads(threads: usize) -> Self {
-        WorkerConfig { threads: threads.max(1), processes: 1, process: 0, hostfile: None }
+        WorkerConfig {
+            threads: threads.max(1),
+            processes: 1,
+            process: 0,
+            hostfile: None,
+        }
     }
 
     /// Workers across all processes.
@@ -54,11 +59,26 @@ impl WorkerConfig {
 
     /// The cluster configuration (used once runners gather across processes).
     pub fn cluster_config(&self) -> Result<timely::Config, RunError> {
-        let hostfile = self.hostfile.as_ref().ok_or_else(|| RunError::Unsupported("--processes needs --hostfile".into()))?;
-        let text = std::fs::read_to_string(hostfile).map_err(|e| RunError::Source(SourceError::io(hostfile, e)))?;
-        let addresses: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).take(self.processes).collect();
+        let hostfile = self
+            .hostfile
+            .as_ref()
+            .ok_or_else(|| RunError::Unsupported("--processes needs --hostfile".into()))?;
+        let text = std::fs::read_to_string(hostfile)
+            .map_err(|e| RunError::Source(SourceError::io(hostfile, e)))?;
+        let addresses: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .take(self.processes)
+            .collect();
         if addresses.len() < self.processes {
-            return Err(RunError::Unsupported(format!("{} lists {} hosts for {} processes", hostfile.display(), addresses.len(), self.processes)));
+            return Err(RunError::Unsupported(format!(
+                "{} lists {} hosts for {} processes",
+                hostfile.display(),
+                addresses.len(),
+                self.processes
+            )));
         }
         Ok(timely::Config {
             communication: CommunicationConfig::Cluster {
@@ -87,8 +107,15 @@ pub enum RunError {
     WorkerPanic(String),
     /// A job produced a negative count for a row: a bug in the job.
     #[error("job bug: output {output} holds row {row} {count} times")]
-    NegativeMultiplicity { output: String, row: String, count: isize },
+    NegativeMultiplicity {
+        output: String,
+        row: String,
+        count: isize,
+    },
     /// A configuration this runner cannot run (yet).
     #[error("unsupported: {0}")]
     Unsupported(String),
 }
+
+/// One output's rows with their multiplicities (sorted once consolidated).
+pub type OutputRows = Vec<(crate::value::Row, isize)>;

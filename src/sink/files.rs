@@ -29,11 +29,17 @@ pub enum SinkError {
     Exists(PathBuf),
     /// An I/O error while writing.
     #[error("cannot write {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SinkError + '_ {
-    move |source| SinkError::Io { path: path.to_path_buf(), source }
+    move |source| SinkError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Checks, before any work is done, that `dir` may be written.
@@ -47,7 +53,11 @@ pub fn check_target(dir: &Path, overwrite: bool) -> Result<(), SinkError> {
 /// Writes every output to `dir/NAME.csv` and then `dir/_SUCCESS`, atomically
 /// as described in the module docs. `outputs` holds, per schema, rows sorted
 /// with their (positive) multiplicities.
-pub fn commit(dir: &Path, schemas: &[OutputSchema], outputs: &[Vec<(Row, isize)>]) -> Result<(), SinkError> {
+pub fn commit(
+    dir: &Path,
+    schemas: &[OutputSchema],
+    outputs: &[Vec<(Row, isize)>],
+) -> Result<(), SinkError> {
     fs::create_dir_all(dir).map_err(io(dir))?;
     let success = dir.join("_SUCCESS");
     match fs::remove_file(&success) {
@@ -74,7 +84,9 @@ pub fn commit(dir: &Path, schemas: &[OutputSchema], outputs: &[Vec<(Row, isize)>
         fs::rename(tmp, &target).map_err(io(&target))?;
     }
     let tmp = dir.join("._SUCCESS.tmp");
-    File::create(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
+    File::create(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io(&tmp))?;
     fs::rename(&tmp, &success).map_err(io(&success))?;
     sync_dir(dir)
 }
@@ -93,7 +105,9 @@ fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Resul
         }
     }
     let buffered = out.into_inner().map_err(|e| io(path)(e.into_error()))?;
-    let file = buffered.into_inner().map_err(|e| io(path)(e.into_error()))?;
+    let file = buffered
+        .into_inner()
+        .map_err(|e| io(path)(e.into_error()))?;
     file.sync_all().map_err(io(path))
 }
 
@@ -107,26 +121,39 @@ mod tests {
     use crate::value::Value;
 
     fn schema(name: &str) -> OutputSchema {
-        OutputSchema { name: name.into(), columns: vec!["k".into(), "n".into()], key: vec![0] }
+        OutputSchema {
+            name: name.into(),
+            columns: vec!["k".into(), "n".into()],
+            key: vec![0],
+        }
     }
 
     #[test]
     fn commit_writes_outputs_then_success() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let rows = vec![(vec![Value::str("a,b"), Value::Int(1)], 2), (vec![Value::Null, Value::float(2.0)], 1)];
+        let rows = vec![
+            (vec![Value::str("a,b"), Value::Int(1)], 2),
+            (vec![Value::Null, Value::float(2.0)], 1),
+        ];
         commit(&out, &[schema("counts")], &[rows]).unwrap();
         let text = fs::read_to_string(out.join("counts.csv")).unwrap();
         assert_eq!(text, "k,n\n\"a,b\",1\n\"a,b\",1\n,2.0\n");
         assert!(out.join("_SUCCESS").exists());
-        let names: Vec<_> = fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 2, "no temporaries left: {names:?}");
     }
 
     #[test]
     fn existing_directory_is_refused_without_overwrite() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(check_target(dir.path(), false), Err(SinkError::Exists(_))));
+        assert!(matches!(
+            check_target(dir.path(), false),
+            Err(SinkError::Exists(_))
+        ));
         assert!(check_target(dir.path(), true).is_ok());
         assert!(check_target(&dir.path().join("new"), false).is_ok());
     }

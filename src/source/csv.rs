@@ -14,7 +14,10 @@ const PROGRESS_EVERY: u64 = 1 << 14;
 /// The header record of a CSV file.
 pub(super) fn read_header(path: &Path) -> Result<Vec<String>, SourceError> {
     let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
-    let mut reader = ::csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(file);
+    let mut reader = ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(file);
     let mut record = ::csv::StringRecord::new();
     match reader.read_record(&mut record) {
         Ok(true) => Ok(record.iter().map(|f| f.trim().to_string()).collect()),
@@ -27,14 +30,22 @@ fn csv_error(path: &Path, e: ::csv::Error) -> SourceError {
     let problem = e.to_string();
     match e.into_kind() {
         ::csv::ErrorKind::Io(io) => SourceError::io(path, io),
-        _ => SourceError::BadHeader { path: path.into(), problem },
+        _ => SourceError::BadHeader {
+            path: path.into(),
+            problem,
+        },
     }
 }
 
-pub(super) fn read(r: &mut ChunkReader<'_>, progress: &dyn Fn(u64), emit: &mut dyn FnMut(Row)) -> Result<u64, SourceError> {
+pub(super) fn read(
+    r: &mut ChunkReader<'_>,
+    progress: &dyn Fn(u64),
+    emit: &mut dyn FnMut(Row),
+) -> Result<u64, SourceError> {
     let path = r.path().to_path_buf();
     let mut file = File::open(&path).map_err(|e| SourceError::io(&path, e))?;
-    file.seek(SeekFrom::Start(r.chunk.start)).map_err(|e| SourceError::io(&path, e))?;
+    file.seek(SeekFrom::Start(r.chunk.start))
+        .map_err(|e| SourceError::io(&path, e))?;
     let mut reader = ::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)

@@ -36,7 +36,10 @@ pub enum SourceError {
     EmptyDir { input: String, path: PathBuf },
     /// An I/O error while reading.
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A CSV or JSON lines file with no header line / first object.
     #[error("{path}: empty file: expected a header line")]
     NoHeader { path: PathBuf },
@@ -45,7 +48,12 @@ pub enum SourceError {
     BadHeader { path: PathBuf, problem: String },
     /// Part files of one input whose headers differ.
     #[error("{path}: columns [{found}] differ from [{expected}] in {first}")]
-    HeaderMismatch { path: PathBuf, found: String, expected: String, first: PathBuf },
+    HeaderMismatch {
+        path: PathBuf,
+        found: String,
+        expected: String,
+        first: PathBuf,
+    },
     /// A row that does not fit (wrong field count, bad value, bad UTF-8, bad JSON).
     #[error("{at}: {problem}")]
     BadRow { at: RowLocation, problem: String },
@@ -53,6 +61,9 @@ pub enum SourceError {
 
 impl SourceError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        SourceError::Io { path: path.into(), source }
+        SourceError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -23,8 +23,11 @@ pub(super) fn read_json_header(path: &Path) -> Result<Vec<String>, SourceError> 
         if line.trim().is_empty() {
             continue;
         }
-        let object: Map<String, Json> = serde_json::from_str(&line)
-            .map_err(|e| SourceError::BadHeader { path: path.into(), problem: format!("first line: {e}") })?;
+        let object: Map<String, Json> =
+            serde_json::from_str(&line).map_err(|e| SourceError::BadHeader {
+                path: path.into(),
+                problem: format!("first line: {e}"),
+            })?;
         return Ok(object.keys().cloned().collect());
     }
     Err(SourceError::NoHeader { path: path.into() })
@@ -38,13 +41,16 @@ fn for_each_line(
 ) -> Result<(), SourceError> {
     let path = r.path().to_path_buf();
     let mut file = File::open(&path).map_err(|e| SourceError::io(&path, e))?;
-    file.seek(SeekFrom::Start(r.chunk.start)).map_err(|e| SourceError::io(&path, e))?;
+    file.seek(SeekFrom::Start(r.chunk.start))
+        .map_err(|e| SourceError::io(&path, e))?;
     let mut reader = BufReader::with_capacity(1 << 20, file.take(r.chunk.end - r.chunk.start));
     let mut buf = Vec::new();
     let (mut line_no, mut pending) = (0u64, 0u64);
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(|e| SourceError::io(&path, e))?;
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| SourceError::io(&path, e))?;
         if n == 0 {
             break;
         }
@@ -61,7 +67,11 @@ fn for_each_line(
     Ok(())
 }
 
-pub(super) fn read_text(r: &mut ChunkReader<'_>, progress: &dyn Fn(u64), emit: &mut dyn FnMut(Row)) -> Result<u64, SourceError> {
+pub(super) fn read_text(
+    r: &mut ChunkReader<'_>,
+    progress: &dyn Fn(u64),
+    emit: &mut dyn FnMut(Row),
+) -> Result<u64, SourceError> {
     let mut rows = 0;
     for_each_line(r, progress, |r, line_no, line| {
         match std::str::from_utf8(line) {
@@ -76,7 +86,11 @@ pub(super) fn read_text(r: &mut ChunkReader<'_>, progress: &dyn Fn(u64), emit: &
     Ok(rows)
 }
 
-pub(super) fn read_jsonl(r: &mut ChunkReader<'_>, progress: &dyn Fn(u64), emit: &mut dyn FnMut(Row)) -> Result<u64, SourceError> {
+pub(super) fn read_jsonl(
+    r: &mut ChunkReader<'_>,
+    progress: &dyn Fn(u64),
+    emit: &mut dyn FnMut(Row),
+) -> Result<u64, SourceError> {
     let mut rows = 0;
     for_each_line(r, progress, |r, line_no, line| {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -99,7 +113,13 @@ fn json_row(r: &ChunkReader<'_>, line: &[u8]) -> Result<Row, (Option<usize>, Str
         serde_json::from_slice(line).map_err(|e| (None, format!("bad JSON: {e}")))?;
     let columns = &r.input.schema.columns;
     if let Some(extra) = object.keys().find(|k| !columns.contains(k)) {
-        return Err((None, format!("key {extra:?} is not a column (the columns, from the first line, are {})", columns.join(","))));
+        return Err((
+            None,
+            format!(
+                "key {extra:?} is not a column (the columns, from the first line, are {})",
+                columns.join(",")
+            ),
+        ));
     }
     let mut row = Vec::with_capacity(r.projection.columns.len());
     for &(col, ty) in &r.projection.columns {

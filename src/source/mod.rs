@@ -143,18 +143,32 @@ impl InputFiles {
                 });
             }
         }
-        Ok(InputFiles { schema: InputSchema { name: name.to_string(), columns }, format, files })
+        Ok(InputFiles {
+            schema: InputSchema {
+                name: name.to_string(),
+                columns,
+            },
+            format,
+            files,
+        })
     }
 
     /// Total size in bytes.
     pub fn bytes(&self) -> u64 {
-        self.files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum()
+        self.files
+            .iter()
+            .filter_map(|f| f.metadata().ok())
+            .map(|m| m.len())
+            .sum()
     }
 }
 
 fn list_files(name: &str, path: &Path) -> Result<Vec<PathBuf>, SourceError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => SourceError::Missing { input: name.into(), path: path.into() },
+        std::io::ErrorKind::NotFound => SourceError::Missing {
+            input: name.into(),
+            path: path.into(),
+        },
         _ => SourceError::io(path, e),
     })?;
     if !meta.is_dir() {
@@ -164,14 +178,20 @@ fn list_files(name: &str, path: &Path) -> Result<Vec<PathBuf>, SourceError> {
     for entry in std::fs::read_dir(path).map_err(|e| SourceError::io(path, e))? {
         let entry = entry.map_err(|e| SourceError::io(path, e))?;
         let hidden = entry.file_name().to_string_lossy().starts_with(['.', '_']);
-        let is_file = entry.file_type().map_err(|e| SourceError::io(entry.path(), e))?.is_file();
+        let is_file = entry
+            .file_type()
+            .map_err(|e| SourceError::io(entry.path(), e))?
+            .is_file();
         if is_file && !hidden {
             files.push(entry.path());
         }
     }
     files.sort();
     if files.is_empty() {
-        return Err(SourceError::EmptyDir { input: name.into(), path: path.into() });
+        return Err(SourceError::EmptyDir {
+            input: name.into(),
+            path: path.into(),
+        });
     }
     Ok(files)
 }
@@ -183,7 +203,10 @@ pub fn read_header(path: &Path, format: Format) -> Result<Vec<String>, SourceErr
         Format::Csv => csv::read_header(path)?,
         Format::Jsonl => lines::read_json_header(path)?,
     };
-    let bad = |problem: String| SourceError::BadHeader { path: path.into(), problem };
+    let bad = |problem: String| SourceError::BadHeader {
+        path: path.into(),
+        problem,
+    };
     for (i, c) in columns.iter().enumerate() {
         if c.is_empty() {
             return Err(bad(format!("column {} has an empty name", i + 1)));
@@ -205,7 +228,14 @@ pub fn read_chunk(
     progress: &dyn Fn(u64),
     emit: &mut dyn FnMut(Row),
 ) -> Result<u64, SourceError> {
-    let mut reader = ChunkReader { input, chunk, projection, options, bad, base_line: None };
+    let mut reader = ChunkReader {
+        input,
+        chunk,
+        projection,
+        options,
+        bad,
+        base_line: None,
+    };
     match input.format {
         Format::Csv => csv::read(&mut reader, progress, emit),
         Format::Jsonl => lines::read_jsonl(&mut reader, progress, emit),
@@ -231,20 +261,44 @@ impl ChunkReader<'_> {
     }
 
     /// Locates a row by its line within the chunk (1-based) and a column.
-    fn locate(&mut self, line_in_chunk: u64, column: Option<usize>) -> Result<RowLocation, SourceError> {
+    fn locate(
+        &mut self,
+        line_in_chunk: u64,
+        column: Option<usize>,
+    ) -> Result<RowLocation, SourceError> {
         let base = match self.base_line {
             Some(b) => b,
             None => {
-                let b = split::line_at(self.path(), self.chunk.start).map_err(|e| SourceError::io(self.path(), e))?;
+                let b = split::line_at(self.path(), self.chunk.start)
+                    .map_err(|e| SourceError::io(self.path(), e))?;
                 *self.base_line.get_or_insert(b)
             }
         };
-        let column = column.map(|c| (c + 1, self.input.schema.columns.get(c).cloned().unwrap_or_default()));
-        Ok(RowLocation { path: self.path().to_path_buf(), line: base + line_in_chunk - 1, column })
+        let column = column.map(|c| {
+            (
+                c + 1,
+                self.input
+                    .schema
+                    .columns
+                    .get(c)
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        });
+        Ok(RowLocation {
+            path: self.path().to_path_buf(),
+            line: base + line_in_chunk - 1,
+            column,
+        })
     }
 
     /// Reports a bad row: an error under `Fail`, a counted skip under `Skip`.
-    fn bad_row(&mut self, line_in_chunk: u64, column: Option<usize>, problem: String) -> Result<(), SourceError> {
+    fn bad_row(
+        &mut self,
+        line_in_chunk: u64,
+        column: Option<usize>,
+        problem: String,
+    ) -> Result<(), SourceError> {
         let at = self.locate(line_in_chunk, column)?;
         match self.options.on_bad_row {
             BadRowPolicy::Fail => Err(SourceError::BadRow { at, problem }),

@@ -106,17 +106,25 @@ fn csv_cuts(path: &Path, targets: &[u64]) -> io::Result<Option<Vec<u64>>> {
             break;
         }
         let block = &buf[..n];
-        let quiet = matches!(state, Quote::FieldStart | Quote::Plain) && memchr::memchr(b'"', block).is_none();
+        let quiet = matches!(state, Quote::FieldStart | Quote::Plain)
+            && memchr::memchr(b'"', block).is_none();
         if quiet {
             // Only newlines matter in a quote-free block: jump to them.
             while let Some(&t) = targets.get(cuts.len()) {
                 let from = t.saturating_sub(pos) as usize;
-                match block.get(from..).and_then(|rest| memchr::memchr(b'\n', rest)) {
+                match block
+                    .get(from..)
+                    .and_then(|rest| memchr::memchr(b'\n', rest))
+                {
                     Some(i) => cuts.push(pos + (from + i) as u64 + 1),
                     None => break,
                 }
             }
-            state = if matches!(block[n - 1], b',' | b'\n') { Quote::FieldStart } else { Quote::Plain };
+            state = if matches!(block[n - 1], b',' | b'\n') {
+                Quote::FieldStart
+            } else {
+                Quote::Plain
+            };
         } else {
             for (i, &b) in block.iter().enumerate() {
                 let at = pos + i as u64;
@@ -125,7 +133,9 @@ fn csv_cuts(path: &Path, targets: &[u64]) -> io::Result<Option<Vec<u64>>> {
                     (Quote::Quoted, b'"') => Quote::MaybeClosed,
                     (Quote::Quoted, _) => Quote::Quoted,
                     (Quote::MaybeClosed, b'"') => Quote::Quoted,
-                    (Quote::MaybeClosed | Quote::FieldStart | Quote::Plain, b',') => Quote::FieldStart,
+                    (Quote::MaybeClosed | Quote::FieldStart | Quote::Plain, b',') => {
+                        Quote::FieldStart
+                    }
                     (Quote::MaybeClosed | Quote::FieldStart | Quote::Plain, b'\n') => {
                         if wanted {
                             cuts.push(at + 1);
@@ -191,7 +201,10 @@ mod tests {
 
     #[test]
     fn newline_cuts_go_to_next_line() {
-        assert_eq!(cut_all("ab\ncd\nef\n", Format::Text, &[1, 3, 4]), Some(vec![3, 6, 9]));
+        assert_eq!(
+            cut_all("ab\ncd\nef\n", Format::Text, &[1, 3, 4]),
+            Some(vec![3, 6, 9])
+        );
     }
 
     #[test]
@@ -212,7 +225,10 @@ mod tests {
         for w in ranges.windows(2) {
             assert_eq!(w[0].1, w[1].0);
             let next = &text[w[1].0 as usize..];
-            assert!(next.split(',').next().unwrap().parse::<u64>().is_ok(), "cut not at a record: {next:.20}");
+            assert!(
+                next.split(',').next().unwrap().parse::<u64>().is_ok(),
+                "cut not at a record: {next:.20}"
+            );
         }
     }
 
