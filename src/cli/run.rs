@@ -144,6 +144,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let result = result.with_context(|| format!("job {} failed", spec.name))?;
     files::commit(&output, &plan.outputs, &result.outputs)?;
+    tracing::info!(elapsed = ?result.elapsed, "outputs committed");
     eprint!(
         "{}",
         summary(spec.name, threads, &inputs, &plan.outputs, &result, &output)

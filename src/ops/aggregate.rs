@@ -249,7 +249,7 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
         if aggs.only_counts() {
             let n = aggs.aggs.len();
             return self
-                .map(move |row| project(&row, &key))
+                .map(move |row| project_owned(row, &key))
                 .count()
                 .map(move |(mut k, c)| {
                     k.extend(std::iter::repeat_n(Value::Int(c as i64), n));
@@ -268,6 +268,17 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
 /// The values at `columns`, in that order.
 pub fn project(row: &Row, columns: &[usize]) -> Row {
     columns.iter().map(|&i| row[i].clone()).collect()
+}
+
+/// As [`project`], reusing the row when `columns` is a prefix of it in
+/// order (the common case: a plan projects the key columns first).
+pub fn project_owned(mut row: Row, columns: &[usize]) -> Row {
+    if columns.iter().enumerate().all(|(i, &c)| i == c) {
+        row.truncate(columns.len());
+        row
+    } else {
+        project(&row, columns)
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use differential_dataflow::input::Input;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
 
+use super::combine::Combiner;
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, Time};
 use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, SourceError};
@@ -73,6 +74,7 @@ impl BatchRun {
             run: self,
             chunks,
             abort: AtomicBool::new(false),
+            started,
         });
         let worker_shared = shared.clone();
         let guards = timely::execute(config, move |worker| worker_shared.work(worker))
@@ -116,6 +118,7 @@ impl BatchRun {
             }
         }
         result.elapsed = started.elapsed();
+        tracing::info!(elapsed = ?result.elapsed, "outputs gathered");
         Ok(result)
     }
 }
@@ -160,6 +163,7 @@ struct Shared {
     chunks: Vec<Chunk>,
     /// Set by a worker whose read failed, so the others stop reading.
     abort: AtomicBool,
+    started: Instant,
 }
 
 impl Shared {
@@ -199,6 +203,7 @@ impl Shared {
             Some(p) => p.as_ref(),
             None => &no_progress,
         };
+        let mut combiners: Vec<Combiner> = plan.inputs.iter().map(|_| Combiner::default()).collect();
         let mut failure = None;
         for chunk in self.chunks.iter().skip(index).step_by(peers) {
             if self.abort.load(Ordering::Relaxed) {
@@ -206,6 +211,7 @@ impl Shared {
             }
             let input = chunk.input;
             let session = &mut sessions[input];
+            let combiner = &mut combiners[input];
             let mut since_step = 0u64;
             let read = source::read_chunk(
                 &self.run.inputs[input],
@@ -215,7 +221,7 @@ impl Shared {
                 &mut bad_rows[input],
                 progress,
                 &mut |row| {
-                    session.insert(row);
+                    combiner.push(row, session);
                     since_step += 1;
                     if since_step == STEP_EVERY {
                         since_step = 0;
@@ -232,9 +238,14 @@ impl Shared {
                 }
             }
         }
+        for (combiner, session) in combiners.iter_mut().zip(&mut sessions) {
+            combiner.flush(session);
+        }
+        tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "inputs read");
         // Closing the inputs lets the dataflow run to completion.
         sessions.clear();
         while worker.step_or_park(None) {}
+        tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "dataflow complete");
         if let Some(e) = failure {
             return Err(e);
         }

@@ -5,6 +5,7 @@
 //! that running across machines is a flag away rather than a rewrite.
 
 pub mod batch;
+mod combine;
 pub mod memory;
 
 use std::path::PathBuf;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::schema::OutputSchema;
-use crate::value::Row;
+use crate::value::{Row, Value};
 
 /// Why outputs could not be committed.
 #[derive(Debug, Error)]
@@ -96,12 +96,23 @@ fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Resul
     let mut out = csv::WriterBuilder::new().from_writer(BufWriter::with_capacity(1 << 20, file));
     let csv_err = |e: csv::Error| io(path)(std::io::Error::other(e));
     out.write_record(&schema.columns).map_err(csv_err)?;
-    let mut fields: Vec<String> = Vec::new();
+    // Fields are formatted into one reused buffer: no allocation per value.
+    let mut record: Vec<u8> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
     for (row, count) in rows {
-        fields.clear();
-        fields.extend(row.iter().map(|v| v.to_string()));
+        record.clear();
+        ends.clear();
+        for value in row {
+            write_value(&mut record, value);
+            ends.push(record.len());
+        }
         for _ in 0..*count {
-            out.write_record(&fields).map_err(csv_err)?;
+            let mut start = 0;
+            for &end in &ends {
+                out.write_field(&record[start..end]).map_err(csv_err)?;
+                start = end;
+            }
+            out.write_record(None::<&[u8]>).map_err(csv_err)?;
         }
     }
     let buffered = out.into_inner().map_err(|e| io(path)(e.into_error()))?;
@@ -111,6 +122,16 @@ fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Resul
     file.sync_all().map_err(io(path))
 }
 
+/// Appends a value's output text (its `Display`) to `buf`.
+fn write_value(buf: &mut Vec<u8>, value: &Value) {
+    use std::io::Write;
+    match value {
+        Value::Null => {}
+        Value::Str(s) => buf.extend_from_slice(s.as_bytes()),
+        other => write!(buf, "{other}").expect("writing to a Vec cannot fail"),
+    }
+}
+
 fn sync_dir(dir: &Path) -> Result<(), SinkError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
 }
@@ -118,7 +139,6 @@ fn sync_dir(dir: &Path) -> Result<(), SinkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
 
     fn schema(name: &str) -> OutputSchema {
         OutputSchema {

@@ -40,7 +40,7 @@ fn csv_error(path: &Path, e: ::csv::Error) -> SourceError {
 pub(super) fn read(
     r: &mut ChunkReader<'_>,
     progress: &dyn Fn(u64),
-    emit: &mut dyn FnMut(Row),
+    emit: &mut dyn FnMut(&mut Row),
 ) -> Result<u64, SourceError> {
     let path = r.path().to_path_buf();
     let mut file = File::open(&path).map_err(|e| SourceError::io(&path, e))?;
@@ -53,6 +53,7 @@ pub(super) fn read(
         .from_reader(file.take(r.chunk.end - r.chunk.start));
     let width = r.input.schema.columns.len();
     let mut record = ::csv::ByteRecord::new();
+    let mut row: Row = Vec::new();
     let mut skip_header = r.chunk.header;
     let (mut rows, mut reported) = (0u64, 0u64);
     loop {
@@ -74,10 +75,10 @@ pub(super) fn read(
             r.bad_row(line, None, problem)?;
             continue;
         }
-        match typed_row(r, &record) {
-            Ok(row) => {
+        match typed_row(r, &record, &mut row) {
+            Ok(()) => {
                 rows += 1;
-                emit(row);
+                emit(&mut row);
             }
             Err((column, problem)) => r.bad_row(line, Some(column), problem)?,
         }
@@ -91,9 +92,11 @@ pub(super) fn read(
     Ok(rows)
 }
 
-/// The projected, typed row, or the (0-based) column that does not fit and why.
-fn typed_row(r: &ChunkReader<'_>, record: &::csv::ByteRecord) -> Result<Row, (usize, String)> {
-    let mut row = Vec::with_capacity(r.projection.columns.len());
+/// Fills `row` with the projected, typed fields, or says which (0-based)
+/// column does not fit and why.
+fn typed_row(r: &ChunkReader<'_>, record: &::csv::ByteRecord, row: &mut Row) -> Result<(), (usize, String)> {
+    row.clear();
+    row.reserve(r.projection.columns.len());
     for &(col, ty) in &r.projection.columns {
         let field = &record[col];
         if r.options.is_null(field) {
@@ -103,5 +106,5 @@ fn typed_row(r: &ChunkReader<'_>, record: &::csv::ByteRecord) -> Result<Row, (us
         let text = std::str::from_utf8(field).map_err(|_| (col, "invalid UTF-8".to_string()))?;
         row.push(ty.parse(text).map_err(|e| (col, e))?);
     }
-    Ok(row)
+    Ok(())
 }

@@ -70,14 +70,14 @@ fn for_each_line(
 pub(super) fn read_text(
     r: &mut ChunkReader<'_>,
     progress: &dyn Fn(u64),
-    emit: &mut dyn FnMut(Row),
+    emit: &mut dyn FnMut(&mut Row),
 ) -> Result<u64, SourceError> {
     let mut rows = 0;
     for_each_line(r, progress, |r, line_no, line| {
         match std::str::from_utf8(line) {
             Ok(text) => {
                 rows += 1;
-                emit(vec![Value::str(text)]);
+                emit(&mut vec![Value::str(text)]);
             }
             Err(_) => r.bad_row(line_no, None, "invalid UTF-8".into())?,
         }
@@ -89,7 +89,7 @@ pub(super) fn read_text(
 pub(super) fn read_jsonl(
     r: &mut ChunkReader<'_>,
     progress: &dyn Fn(u64),
-    emit: &mut dyn FnMut(Row),
+    emit: &mut dyn FnMut(&mut Row),
 ) -> Result<u64, SourceError> {
     let mut rows = 0;
     for_each_line(r, progress, |r, line_no, line| {
@@ -97,9 +97,9 @@ pub(super) fn read_jsonl(
             return Ok(());
         }
         match json_row(r, line) {
-            Ok(row) => {
+            Ok(mut row) => {
                 rows += 1;
-                emit(row);
+                emit(&mut row);
                 Ok(())
             }
             Err((column, problem)) => r.bad_row(line_no, column, problem),

@@ -218,7 +218,9 @@ pub fn read_header(path: &Path, format: Format) -> Result<Vec<String>, SourceErr
     Ok(columns)
 }
 
-/// Reads one chunk of an input, calling `emit` for each good row.
+/// Reads one chunk of an input, calling `emit` for each good row. `emit`
+/// may take the row (`std::mem::take`) or leave it to be reused for the
+/// next one, so that rows need not be allocated one by one.
 pub fn read_chunk(
     input: &InputFiles,
     chunk: &Chunk,
@@ -226,7 +228,7 @@ pub fn read_chunk(
     options: &ReadOptions,
     bad: &mut BadRows,
     progress: &dyn Fn(u64),
-    emit: &mut dyn FnMut(Row),
+    emit: &mut dyn FnMut(&mut Row),
 ) -> Result<u64, SourceError> {
     let mut reader = ChunkReader {
         input,
