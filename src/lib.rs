@@ -8,11 +8,17 @@
 //! - [`job`]: the job contract — a spec, a planner, a dataflow builder —
 //!   shared by every runner. Jobs live in [`jobs`] (the top-level `jobs/`
 //!   folder), one file each.
+//! - [`log`]: the retained log — topics of partitioned, durable, replayable
+//!   records on local disk, with retention, compaction and consumer groups;
+//!   rows travel in it encoded as described in [`log::rows`].
 //! - [`ops`]: reusable differential operators the jobs are built from
 //!   (aggregates, relational joins).
 //! - [`source`]: readers turning CSV / JSON lines / text files into typed rows,
 //!   split across workers, with located errors for bad rows.
 //! - [`sink`]: atomic commit of outputs.
+//! - [`table`]: output tables in one SQLite file — a table per output and
+//!   version, a view on the live one, the exactly-once epoch commit and the
+//!   catalog of deployments (states, offsets, progress).
 //! - [`runner`]: drives a planned job on timely workers (batch over files;
 //!   in memory for tests).
 //! - [`cli`]: the `kappa` command line.
@@ -22,9 +28,11 @@ pub mod error;
 pub mod job;
 #[path = "../jobs/mod.rs"]
 pub mod jobs;
+pub mod log;
 pub mod ops;
 pub mod runner;
 pub mod schema;
 pub mod sink;
 pub mod source;
+pub mod table;
 pub mod value;

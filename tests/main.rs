@@ -2,4 +2,9 @@
 //! against plain reference implementations.
 
 mod cli;
+mod log_cli;
+mod log_crash;
 mod properties;
+mod reprocess;
+mod stream;
+mod table_cli;

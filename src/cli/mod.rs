@@ -3,7 +3,12 @@
 //! their context here (anyhow) and are printed as a chain.
 
 mod jobs;
+mod log;
+mod reprocess;
 mod run;
+mod stream;
+mod verify;
+mod table;
 mod workers;
 
 use std::io::IsTerminal;
@@ -25,6 +30,14 @@ enum Command {
     Run(run::RunArgs),
     /// List the jobs with their inputs, parameters and outputs.
     Jobs(jobs::JobsArgs),
+    /// The retained log: create, list, describe, produce, consume, compact, retain topics.
+    Log(log::LogArgs),
+    /// Run a job over log topics, keeping its outputs as tables (exactly once).
+    Stream(stream::StreamArgs),
+    /// Replay the log into the next table version beside the live one; swap when caught up.
+    Reprocess(reprocess::ReprocessArgs),
+    /// Output tables: list, show, status, swap and drop versions.
+    Table(table::TableArgs),
 }
 
 /// Runs the command line; the process exit code.
@@ -34,6 +47,10 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Jobs(args) => jobs::list(args),
+        Command::Log(args) => log::run(args),
+        Command::Stream(args) => stream::stream(args),
+        Command::Reprocess(args) => reprocess::reprocess(args),
+        Command::Table(args) => table::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

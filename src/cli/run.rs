@@ -59,13 +59,13 @@ enum FormatArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum OnBadRow {
+pub(super) enum OnBadRow {
     Fail,
     Skip,
 }
 
 /// Parses `NAME=VALUE`.
-fn name_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
+pub(super) fn name_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
 where
     T::Err: std::fmt::Display,
 {
@@ -152,7 +152,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn find_job(name: &str) -> anyhow::Result<&'static dyn Job> {
+pub(super) fn find_job(name: &str) -> anyhow::Result<&'static dyn Job> {
     crate::jobs::find(name).ok_or_else(|| {
         let known: Vec<_> = crate::jobs::ALL.iter().map(|j| j.spec().name).collect();
         anyhow!("unknown job {name:?} (jobs: {})", known.join(", "))

@@ -47,21 +47,39 @@ pub struct CompactionReport {
     pub bytes_after: u64,
 }
 
-/// Counts protocol steps so tests can simulate a crash after any of them.
+/// Counts protocol steps so tests can simulate a crash after any of them,
+/// and optionally pauses before each one so that crash tests with a real
+/// process can kill it inside the swap window.
 pub(crate) struct Steps {
     budget: Option<usize>,
+    pause: std::time::Duration,
 }
 
 impl Steps {
     pub fn unlimited() -> Self {
-        Steps { budget: None }
+        Steps {
+            budget: None,
+            pause: std::time::Duration::ZERO,
+        }
+    }
+    pub fn paced(pause: std::time::Duration) -> Self {
+        Steps {
+            pause,
+            ..Steps::unlimited()
+        }
     }
     #[cfg(test)]
     pub fn stop_after(n: usize) -> Self {
-        Steps { budget: Some(n) }
+        Steps {
+            budget: Some(n),
+            ..Steps::unlimited()
+        }
     }
     /// False once the simulated crash point is reached.
     fn go(&mut self) -> bool {
+        if !self.pause.is_zero() {
+            std::thread::sleep(self.pause);
+        }
         match &mut self.budget {
             None => true,
             Some(0) => false,
@@ -81,7 +99,10 @@ pub(crate) fn compact_partition(
     delete_retention_ms: i64,
     steps: &mut Steps,
 ) -> Result<Option<CompactionReport>> {
-    let mut report = CompactionReport { partition: p.id, ..Default::default() };
+    let mut report = CompactionReport {
+        partition: p.id,
+        ..Default::default()
+    };
     if p.sealed.is_empty() {
         return Ok(Some(report));
     }
@@ -144,7 +165,11 @@ fn latest_offsets(p: &PartitionLog) -> Result<HashMap<Vec<u8>, u64>> {
 }
 
 /// Re-encodes the records of one segment that `keep` accepts.
-fn filter_segment(path: &Path, base: u64, keep: &dyn Fn(&Record) -> bool) -> Result<(Vec<u8>, u64)> {
+fn filter_segment(
+    path: &Path,
+    base: u64,
+    keep: &dyn Fn(&Record) -> bool,
+) -> Result<(Vec<u8>, u64)> {
     let mut cur = SegmentCursor::open(path, base)?;
     let mut body = Vec::new();
     let mut removed = 0;
@@ -162,7 +187,10 @@ fn filter_segment(path: &Path, base: u64, keep: &dyn Fn(&Record) -> bool) -> Res
 }
 
 fn rename(dir: &Path, base: u64, from: &str, to: &str) -> Result<()> {
-    let (a, b) = (dir.join(file_name(base, from)), dir.join(file_name(base, to)));
+    let (a, b) = (
+        dir.join(file_name(base, from)),
+        dir.join(file_name(base, to)),
+    );
     std::fs::rename(&a, &b).ctx(&b)
 }
 
@@ -224,7 +252,9 @@ pub(crate) fn recover_leftovers(dir: &Path, report: &mut OpenReport) -> Result<(
                 }
             }
             SegFile::Other => {
-                report.warnings.push(format!("ignoring unknown file {}", path.display()));
+                report
+                    .warnings
+                    .push(format!("ignoring unknown file {}", path.display()));
                 continue;
             }
             _ => continue,
@@ -233,9 +263,15 @@ pub(crate) fn recover_leftovers(dir: &Path, report: &mut OpenReport) -> Result<(
     }
     if committed {
         finish_swaps(dir, &mut Steps::unlimited())?;
-        report.warnings.push(format!("completed an interrupted compaction in {}", dir.display()));
+        report.warnings.push(format!(
+            "completed an interrupted compaction in {}",
+            dir.display()
+        ));
     } else if has(&|k| matches!(k, SegFile::Cleaned(_))) {
-        report.warnings.push(format!("rolled back an interrupted compaction in {}", dir.display()));
+        report.warnings.push(format!(
+            "rolled back an interrupted compaction in {}",
+            dir.display()
+        ));
     }
     if changed {
         fsync_dir(dir)?;

@@ -25,7 +25,7 @@ pub enum LogError {
 
     /// Record data failed validation somewhere it cannot be a torn tail.
     /// Data at and after `position` in that segment is never served.
-    #[error("corrupt data in {path} (offset {offset:?}, file position {position:?}): {detail}")]
+    #[error("corrupt data in {path} ({}): {detail}", location(.offset, .position))]
     Corruption {
         path: PathBuf,
         /// The offset that was expected at `position`, when known.
@@ -91,6 +91,13 @@ pub enum LogError {
         actual: Vec<String>,
     },
 
+    #[error("topic '{topic}' holds {expected} rows but the producer writes {actual} rows")]
+    RowFormatMismatch {
+        topic: String,
+        expected: super::rows::RowFormat,
+        actual: super::rows::RowFormat,
+    },
+
     #[error("record of {size} bytes exceeds the maximum of {max} bytes")]
     RecordTooLarge { size: u64, max: u64 },
 }
@@ -116,6 +123,15 @@ impl LogError {
             position,
             detail: detail.into(),
         }
+    }
+}
+
+fn location(offset: &Option<u64>, position: &Option<u64>) -> String {
+    match (offset, position) {
+        (Some(o), Some(p)) => format!("at offset {o}, file position {p}"),
+        (Some(o), None) => format!("at offset {o}"),
+        (None, Some(p)) => format!("at file position {p}"),
+        (None, None) => "location unknown".to_string(),
     }
 }
 

@@ -22,7 +22,10 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
 /// Replaces `path` with `bytes` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp"));
     let mut f = File::create(&tmp).ctx(&tmp)?;
     f.write_all(bytes).ctx(&tmp)?;
@@ -56,7 +59,10 @@ pub fn validate_name(kind: &'static str, name: &str) -> Result<()> {
         Some("must be at most 200 bytes")
     } else if name.starts_with('.') {
         Some("must not start with '.'")
-    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
         Some("may only contain ASCII letters, digits, '.', '_' and '-'")
     } else {
         None

@@ -51,7 +51,11 @@ impl IndexBuilder {
     /// to a rebuild from scratch.
     pub fn resume(base: u64, entries: Vec<IndexEntry>) -> Self {
         let last_pos = entries.last().map_or(HEADER_LEN, |e| u64::from(e.pos));
-        IndexBuilder { base, last_pos, entries }
+        IndexBuilder {
+            base,
+            last_pos,
+            entries,
+        }
     }
 
     /// Notes a record at `pos`; returns the entry if one was added.
@@ -102,7 +106,11 @@ pub fn write_index(path: &Path, entries: &[IndexEntry]) -> Result<()> {
 
 /// Opens the index for appending new entries after `write_index`.
 pub fn open_for_append(path: &Path) -> Result<File> {
-    OpenOptions::new().create(true).append(true).open(path).ctx(path)
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .ctx(path)
 }
 
 pub fn append_entries(file: &mut File, path: &Path, entries: &[IndexEntry]) -> Result<()> {
@@ -153,7 +161,14 @@ mod tests {
         let mut bytes = encode_entries(&[IndexEntry { rel: 1, pos: 4200 }]);
         bytes.extend_from_slice(&[1, 2, 3]);
         std::fs::write(&p, bytes).unwrap();
-        assert_eq!(read_index(&p).unwrap(), vec![IndexEntry { rel: 1, pos: 4200 }]);
-        assert!(read_index(&dir.path().join("missing.index")).unwrap().is_empty());
+        assert_eq!(
+            read_index(&p).unwrap(),
+            vec![IndexEntry { rel: 1, pos: 4200 }]
+        );
+        assert!(
+            read_index(&dir.path().join("missing.index"))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

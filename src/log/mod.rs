@@ -5,7 +5,9 @@
 //! in segment files (`segment.rs`, `record.rs`) with sparse indexes
 //! (`index.rs`). One writer per topic (`lock.rs`, `topic.rs`), any number of
 //! lock-free readers (`reader.rs`), retention (`retention.rs`), compaction
-//! (`compaction.rs`) and consumer group offsets (`offsets.rs`).
+//! (`compaction.rs`) and consumer group offsets (`offsets.rs`). Topics that
+//! carry rows encode them in record values as described in [`rows`]; event
+//! times are parsed by `event_time.rs`.
 //!
 //! Invariants upheld across the module:
 //! - offsets never change and are never reused; order holds within a partition;
@@ -18,6 +20,7 @@
 
 mod compaction;
 mod error;
+mod event_time;
 mod fsutil;
 mod index;
 mod lock;
@@ -26,6 +29,7 @@ mod partition;
 mod reader;
 mod record;
 mod retention;
+pub mod rows;
 mod segment;
 mod topic;
 
@@ -41,10 +45,12 @@ use std::path::{Path, PathBuf};
 
 pub use compaction::CompactionReport;
 pub use error::{LogError, Result};
+pub use event_time::{event_time_from_json, parse_event_time};
 pub use partition::{OpenReport, Recovery};
 pub use reader::{PartitionReader, Start};
 pub use record::{Record, RecordIn};
 pub use retention::{DeleteReason, DeletedSegment};
+pub use rows::RowFormat;
 pub use topic::{
     Clock, FsyncPolicy, TopicConfig, TopicWriter, WriterOptions, partition_for_key, system_clock,
 };
@@ -95,6 +101,14 @@ pub struct TopicInfo {
     pub groups: Vec<GroupInfo>,
 }
 
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Log {
     /// Opens (creating if needed) a log directory.
     pub fn open(dir: impl AsRef<Path>) -> Result<Log> {
@@ -105,7 +119,11 @@ impl Log {
     pub fn open_with_clock(dir: impl AsRef<Path>, clock: Clock) -> Result<Log> {
         let root = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&root).ctx(&root)?;
-        let mut log = Log { root, clock, warnings: Vec::new() };
+        let mut log = Log {
+            root,
+            clock,
+            warnings: Vec::new(),
+        };
         log.warnings = log.scan_root()?.1;
         Ok(log)
     }
@@ -123,11 +141,17 @@ impl Log {
         let (mut topics, mut warnings) = (Vec::new(), Vec::new());
         for entry in std::fs::read_dir(&self.root).ctx(&self.root)? {
             let path = entry.ctx(&self.root)?.path();
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if path.join(META_FILE).is_file() && fsutil::validate_name("topic", &name).is_ok() {
                 topics.push(name);
             } else {
-                warnings.push(format!("ignoring {} (not a topic directory)", path.display()));
+                warnings.push(format!(
+                    "ignoring {} (not a topic directory)",
+                    path.display()
+                ));
             }
         }
         topics.sort();
@@ -138,7 +162,9 @@ impl Log {
         fsutil::validate_name("topic", name)?;
         let dir = self.root.join(name);
         if !dir.join(META_FILE).is_file() {
-            return Err(LogError::TopicNotFound { topic: name.to_string() });
+            return Err(LogError::TopicNotFound {
+                topic: name.to_string(),
+            });
         }
         Ok(dir)
     }
@@ -166,12 +192,24 @@ impl Log {
                 .iter()
                 .map(|pi| {
                     let c = committed.get(&pi.partition).copied();
-                    GroupPartition { partition: pi.partition, committed: c, lag: c.map(|c| pi.latest.saturating_sub(c)) }
+                    GroupPartition {
+                        partition: pi.partition,
+                        committed: c,
+                        lag: c.map(|c| pi.latest.saturating_sub(c)),
+                    }
                 })
                 .collect();
-            groups.push(GroupInfo { group, partitions: parts });
+            groups.push(GroupInfo {
+                group,
+                partitions: parts,
+            });
         }
-        Ok(TopicInfo { name: name.to_string(), config, partitions, groups })
+        Ok(TopicInfo {
+            name: name.to_string(),
+            config,
+            partitions,
+            groups,
+        })
     }
 
     /// The topic's single writer (default options: fsync every batch).
@@ -189,7 +227,11 @@ impl Log {
         let dir = self.topic_dir(topic)?;
         let partitions = read_meta(&dir)?.config.partitions;
         if partition >= partitions {
-            return Err(LogError::PartitionOutOfRange { topic: topic.to_string(), partition, partitions });
+            return Err(LogError::PartitionOutOfRange {
+                topic: topic.to_string(),
+                partition,
+                partitions,
+            });
         }
         PartitionReader::open(&partition_dir(&dir, partition), topic, partition, from)
     }
@@ -226,5 +268,11 @@ fn partition_info(dir: &Path, partition: u32) -> Result<PartitionInfo> {
         // A segment may vanish under retention meanwhile; it no longer counts.
         bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
     }
-    Ok(PartitionInfo { partition, earliest, latest, bytes, segments: bases.len() })
+    Ok(PartitionInfo {
+        partition,
+        earliest,
+        latest,
+        bytes,
+        segments: bases.len(),
+    })
 }

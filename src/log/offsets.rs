@@ -34,21 +34,40 @@ fn group_path(topic_dir: &Path, group: &str) -> PathBuf {
 
 /// Stores `offsets` (partition, next offset) for `group`, merging with what
 /// is already committed for other partitions.
-pub fn commit(topic_dir: &Path, topic: &str, partitions: u32, group: &str, offsets: &[(u32, u64)]) -> Result<()> {
+pub fn commit(
+    topic_dir: &Path,
+    topic: &str,
+    partitions: u32,
+    group: &str,
+    offsets: &[(u32, u64)],
+) -> Result<()> {
     validate_name("group", group)?;
     if let Some(&(partition, _)) = offsets.iter().find(|(p, _)| *p >= partitions) {
-        return Err(LogError::PartitionOutOfRange { topic: topic.to_string(), partition, partitions });
+        return Err(LogError::PartitionOutOfRange {
+            topic: topic.to_string(),
+            partition,
+            partitions,
+        });
     }
     let dir = topic_dir.join(GROUPS_DIR);
     std::fs::create_dir_all(&dir).ctx(&dir)?;
     let lock_path = dir.join(format!(".{group}.lock"));
-    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).ctx(&lock_path)?;
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .ctx(&lock_path)?;
     lock.lock().ctx(&lock_path)?;
     let mut stored = fetch(topic_dir, group)?;
     let before = stored.clone();
     stored.extend(offsets.iter().copied());
     if stored != before || !group_path(topic_dir, group).exists() {
-        let file = GroupFile { format: FORMAT, group: group.to_string(), offsets: stored };
+        let file = GroupFile {
+            format: FORMAT,
+            group: group.to_string(),
+            offsets: stored,
+        };
         write_json(&group_path(topic_dir, group), &file)?;
     }
     lock.unlock().ctx(&lock_path)
@@ -101,8 +120,14 @@ mod tests {
         let got = fetch(t, "g").unwrap();
         assert_eq!(got, BTreeMap::from([(0, 5), (1, 9)]));
         assert_eq!(list_groups(t).unwrap(), vec!["g".to_string()]);
-        assert!(matches!(commit(t, "t", 3, "g", &[(3, 1)]), Err(LogError::PartitionOutOfRange { .. })));
-        assert!(matches!(commit(t, "t", 3, "../x", &[(0, 1)]), Err(LogError::InvalidName { .. })));
+        assert!(matches!(
+            commit(t, "t", 3, "g", &[(3, 1)]),
+            Err(LogError::PartitionOutOfRange { .. })
+        ));
+        assert!(matches!(
+            commit(t, "t", 3, "../x", &[(0, 1)]),
+            Err(LogError::InvalidName { .. })
+        ));
         std::fs::write(group_path(t, "g"), b"{not json").unwrap();
         assert!(fetch(t, "g").unwrap_err().is_corruption());
     }

@@ -108,7 +108,12 @@ impl PartitionLog {
         recover_leftovers(dir, report)?;
         let bases = list_segments(dir)?;
         let Some((&active_base, sealed_bases)) = bases.split_last() else {
-            return Err(LogError::corrupt(dir, None, None, "partition directory has no segment files"));
+            return Err(LogError::corrupt(
+                dir,
+                None,
+                None,
+                "partition directory has no segment files",
+            ));
         };
         let mut sealed = Vec::with_capacity(sealed_bases.len());
         for &base in sealed_bases {
@@ -152,7 +157,10 @@ impl PartitionLog {
         for r in recs {
             let body = (r.encoded_len() - LEN_PREFIX) as u64;
             if body > MAX_BODY as u64 {
-                return Err(LogError::RecordTooLarge { size: body, max: MAX_BODY as u64 });
+                return Err(LogError::RecordTooLarge {
+                    size: body,
+                    max: MAX_BODY as u64,
+                });
             }
         }
         let result = self.append_unchecked(recs, now);
@@ -169,7 +177,7 @@ impl PartitionLog {
         let mut buf = Vec::new();
         let mut entries = Vec::new();
         for rec in recs {
-            if self.needs_roll(buf.len() as u64 + rec.encoded_len() as u64) {
+            if self.needs_roll(buf.len() as u64, rec.encoded_len() as u64) {
                 self.write_pending(&mut buf, &mut entries)?;
                 self.roll()?;
             }
@@ -182,10 +190,12 @@ impl PartitionLog {
         Ok(first..self.next_offset)
     }
 
-    fn needs_roll(&self, incoming: u64) -> bool {
+    /// Whether the next record (`incoming` bytes, after `pending` buffered
+    /// ones) must start a new segment. A lone oversized record still fits.
+    fn needs_roll(&self, pending: u64, incoming: u64) -> bool {
         let m = &self.active.meta;
-        let has_records = m.size > HEADER_LEN;
-        let too_big = m.size + incoming > self.segment_bytes;
+        let has_records = m.size > HEADER_LEN || pending > 0;
+        let too_big = m.size + pending + incoming > self.segment_bytes;
         let rel_overflow = self.next_offset - m.base >= u64::from(u32::MAX);
         has_records && (too_big || rel_overflow)
     }
@@ -200,7 +210,10 @@ impl PartitionLog {
         let m = &mut self.active.meta;
         m.size += buf.len() as u64;
         m.last_offset = Some(self.next_offset - 1);
-        m.max_append_ts = Some(m.max_append_ts.map_or(self.last_ts, |t| t.max(self.last_ts)));
+        m.max_append_ts = Some(
+            m.max_append_ts
+                .map_or(self.last_ts, |t| t.max(self.last_ts)),
+        );
         self.active.dirty = true;
         let ipath = index_path(&self.dir, m.base);
         index::append_entries(&mut self.active.index_file, &ipath, entries)?;
@@ -218,7 +231,12 @@ impl PartitionLog {
         let ipath = index_path(&self.dir, base);
         index::write_index(&ipath, &[])?;
         let new = Active {
-            meta: SegmentMeta { base, size: HEADER_LEN, last_offset: None, max_append_ts: None },
+            meta: SegmentMeta {
+                base,
+                size: HEADER_LEN,
+                last_offset: None,
+                max_append_ts: None,
+            },
             file,
             index_file: index::open_for_append(&ipath)?,
             index: IndexBuilder::new(base),
@@ -275,20 +293,37 @@ fn open_sealed(dir: &Path, base: u64) -> Result<SegmentMeta> {
     let mut cur = SegmentCursor::open(&path, base)?;
     let size = std::fs::metadata(&path).ctx(&path)?.len();
     let entries = index::read_index(&ipath)?;
-    if let Some(last) = entries.last().filter(|_| index::is_plausible(&entries, size)) {
+    if let Some(last) = entries
+        .last()
+        .filter(|_| index::is_plausible(&entries, size))
+    {
         let at = base.saturating_add(u64::from(last.rel));
-        cur.seek(u64::from(last.pos), at.checked_sub(1).filter(|&p| p >= base));
+        cur.seek(
+            u64::from(last.pos),
+            at.checked_sub(1).filter(|&p| p >= base),
+        );
         let mut first = None;
         let scanned = scan_rest(&mut cur, |r, _, _| {
             first.get_or_insert(r.offset);
         });
-        if let Some(s) = scanned.ok().filter(|s| s.tail_bytes == 0 && first == Some(at)) {
-            return Ok(SegmentMeta { size, ..SegmentMeta::from_scan(base, &s) });
+        if let Some(s) = scanned
+            .ok()
+            .filter(|s| s.tail_bytes == 0 && first == Some(at))
+        {
+            return Ok(SegmentMeta {
+                size,
+                ..SegmentMeta::from_scan(base, &s)
+            });
         }
     }
     let (s, entries) = full_scan(&path, base)?;
     if let Some(detail) = s.tail_detail {
-        return Err(LogError::corrupt(&path, s.last_offset.map(|o| o + 1), Some(s.valid_len), format!("sealed segment ends in damaged data: {detail}")));
+        return Err(LogError::corrupt(
+            &path,
+            s.last_offset.map(|o| o + 1),
+            Some(s.valid_len),
+            format!("sealed segment ends in damaged data: {detail}"),
+        ));
     }
     index::write_index(&ipath, &entries)?;
     Ok(SegmentMeta::from_scan(base, &s))
@@ -337,7 +372,10 @@ fn check_continuity(dir: &Path, sealed: &[SegmentMeta], active: &SegmentMeta) ->
     for w in all.windows(2) {
         if let Some(last) = w[0].last_offset.filter(|&l| l >= w[1].base) {
             let path = log_path(dir, w[0].base);
-            let detail = format!("segment holds offset {last} at or beyond the next segment's base {}", w[1].base);
+            let detail = format!(
+                "segment holds offset {last} at or beyond the next segment's base {}",
+                w[1].base
+            );
             return Err(LogError::corrupt(&path, Some(last), None, detail));
         }
     }

@@ -54,7 +54,9 @@ impl PartitionReader {
         let mut attempts = 0;
         loop {
             match Self::try_open(dir, topic, partition, start) {
-                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound && attempts < 10 => {
+                Err(LogError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && attempts < 10 =>
+                {
                     // A segment vanished between listing and opening
                     // (retention or compaction); list again.
                     attempts += 1;
@@ -81,7 +83,12 @@ impl PartitionReader {
             Start::Offset(n) => n,
         };
         let bases = list_segments(dir)?;
-        let base = bases.iter().copied().filter(|&b| b <= target).max().unwrap_or(earliest);
+        let base = bases
+            .iter()
+            .copied()
+            .filter(|&b| b <= target)
+            .max()
+            .unwrap_or(earliest);
         let mut cur = SegmentCursor::open(&log_path(dir, base), base)?;
         seek_with_index(&mut cur, dir, base, target)?;
         Ok(PartitionReader {
@@ -169,7 +176,11 @@ impl PartitionReader {
             };
             match step {
                 Step::Incomplete { available: 0 } => self.move_to(next_base)?,
-                Step::Incomplete { .. } => return Err(self.cur.corruption("partial record at the end of a sealed segment")),
+                Step::Incomplete { .. } => {
+                    return Err(self
+                        .cur
+                        .corruption("partial record at the end of a sealed segment"));
+                }
                 Step::Bad(d) => return Err(self.cur.corruption(d)),
                 Step::Record(..) => unreachable!("handled above"),
             }
@@ -199,7 +210,9 @@ impl PartitionReader {
                     self.successor = None;
                     return Ok(());
                 }
-                Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Err(LogError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
                     base = self.after_vanished(base)?;
                 }
                 Err(e) => return Err(e),
@@ -221,7 +234,10 @@ impl PartitionReader {
             });
         }
         let bases = list_segments(&self.dir)?;
-        Ok(bases.into_iter().find(|&b| b > base).unwrap_or(earliest.max(base)))
+        Ok(bases
+            .into_iter()
+            .find(|&b| b > base)
+            .unwrap_or(earliest.max(base)))
     }
 }
 
@@ -247,7 +263,12 @@ fn seek_with_index(cur: &mut SegmentCursor, dir: &Path, base: u64, target: u64) 
 pub(crate) fn bounds(dir: &Path) -> Result<(u64, u64)> {
     let bases = list_segments(dir)?;
     let (Some(&first), Some(&last)) = (bases.first(), bases.last()) else {
-        return Err(LogError::corrupt(dir, None, None, "partition directory has no segment files"));
+        return Err(LogError::corrupt(
+            dir,
+            None,
+            None,
+            "partition directory has no segment files",
+        ));
     };
     Ok((first, visible_next_offset(dir, last)?))
 }

@@ -150,7 +150,9 @@ fn decode_body(body: &[u8]) -> Result<Record, String> {
     let stored = read_u32(body, 0).ok_or("missing crc")?;
     let actual = crc32c::crc32c(&body[4..]);
     if stored != actual {
-        return Err(format!("crc mismatch: stored {stored:#010x}, computed {actual:#010x}"));
+        return Err(format!(
+            "crc mismatch: stored {stored:#010x}, computed {actual:#010x}"
+        ));
     }
     let mut cur = Cursor { buf: body, pos: 4 };
     let offset = cur.u64()?;
@@ -173,7 +175,10 @@ fn decode_body(body: &[u8]) -> Result<Record, String> {
     let n = cur.u32()? as usize;
     let value = cur.take(n)?.to_vec();
     if cur.pos != body.len() {
-        return Err(format!("{} trailing bytes inside frame", body.len() - cur.pos));
+        return Err(format!(
+            "{} trailing bytes inside frame",
+            body.len() - cur.pos
+        ));
     }
     Ok(Record {
         offset,
@@ -200,10 +205,14 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 }
 

@@ -37,7 +37,11 @@ pub struct Limits {
 }
 
 /// Applies `limits` to `p` at time `now`; returns what was deleted.
-pub fn retain_partition(p: &mut PartitionLog, limits: Limits, now: i64) -> Result<Vec<DeletedSegment>> {
+pub fn retain_partition(
+    p: &mut PartitionLog,
+    limits: Limits,
+    now: i64,
+) -> Result<Vec<DeletedSegment>> {
     let mut out = Vec::new();
     while let Some(reason) = next_deletion(p, limits, now) {
         match p.delete_oldest()? {
@@ -56,7 +60,10 @@ pub fn retain_partition(p: &mut PartitionLog, limits: Limits, now: i64) -> Resul
 /// Why the oldest sealed segment should go, if it should.
 fn next_deletion(p: &PartitionLog, limits: Limits, now: i64) -> Option<DeleteReason> {
     let oldest = p.sealed.first()?;
-    if limits.retention_ms.is_some_and(|ms| expired(oldest, ms, now)) {
+    if limits
+        .retention_ms
+        .is_some_and(|ms| expired(oldest, ms, now))
+    {
         return Some(DeleteReason::Age);
     }
     let total: u64 = p.segments().map(|s| s.size).sum();

@@ -118,14 +118,22 @@ pub fn check_header(path: &Path, bytes: &[u8], base: u64) -> Result<()> {
         detail,
     };
     if bytes.len() < HEADER_LEN as usize {
-        return Err(bad(format!("file is {} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len())));
+        return Err(bad(format!(
+            "file is {} bytes, shorter than the {HEADER_LEN}-byte header",
+            bytes.len()
+        )));
     }
     if &bytes[..4] != MAGIC {
-        return Err(bad(format!("magic is {:?}, expected \"KLOG\"", &bytes[..4])));
+        return Err(bad(format!(
+            "magic is {:?}, expected \"KLOG\"",
+            &bytes[..4]
+        )));
     }
     let version = u16::from_le_bytes([bytes[4], bytes[5]]);
     if version != VERSION {
-        return Err(bad(format!("unsupported format version {version} (this build reads {VERSION})")));
+        return Err(bad(format!(
+            "unsupported format version {version} (this build reads {VERSION})"
+        )));
     }
     let stored = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
     if stored != crc32c::crc32c(&bytes[..16]) {
@@ -133,7 +141,9 @@ pub fn check_header(path: &Path, bytes: &[u8], base: u64) -> Result<()> {
     }
     let found = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     if found != base {
-        return Err(bad(format!("header base offset {found} disagrees with file name base {base}")));
+        return Err(bad(format!(
+            "header base offset {found} disagrees with file name base {base}"
+        )));
     }
     Ok(())
 }
@@ -142,7 +152,10 @@ pub fn check_header(path: &Path, bytes: &[u8], base: u64) -> Result<()> {
 pub fn open_segment(path: &Path, base: u64) -> Result<File> {
     let mut file = File::open(path).ctx(path)?;
     let mut head = Vec::with_capacity(HEADER_LEN as usize);
-    (&mut file).take(HEADER_LEN).read_to_end(&mut head).ctx(path)?;
+    (&mut file)
+        .take(HEADER_LEN)
+        .read_to_end(&mut head)
+        .ctx(path)?;
     check_header(path, &head, base)?;
     Ok(file)
 }
@@ -250,7 +263,10 @@ impl SegmentCursor {
         };
         if !in_order {
             let prev = self.last_offset;
-            return Step::Bad(format!("offset {} out of order (previous {prev:?}, base {})", rec.offset, self.base));
+            return Step::Bad(format!(
+                "offset {} out of order (previous {prev:?}, base {})",
+                rec.offset, self.base
+            ));
         }
         let start = self.pos;
         self.pos += n as u64;
@@ -321,7 +337,10 @@ pub fn scan_rest(
                 visit(&rec, pos, cur.position() - pos);
                 s.valid_len = cur.position();
                 s.last_offset = Some(rec.offset);
-                s.max_append_ts = Some(s.max_append_ts.map_or(rec.append_ts, |t| t.max(rec.append_ts)));
+                s.max_append_ts = Some(
+                    s.max_append_ts
+                        .map_or(rec.append_ts, |t| t.max(rec.append_ts)),
+                );
             }
             Step::Incomplete { available: 0 } => return Ok(s),
             step => {

@@ -20,14 +20,24 @@ pub(super) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let now = Arc::new(AtomicI64::new(1_000_000));
     let n = now.clone();
-    let log = Log::open_with_clock(dir.path().join("log"), Arc::new(move || n.load(Ordering::SeqCst))).unwrap();
-    Fixture { _dir: dir, log, now }
+    let log = Log::open_with_clock(
+        dir.path().join("log"),
+        Arc::new(move || n.load(Ordering::SeqCst)),
+    )
+    .unwrap();
+    Fixture {
+        _dir: dir,
+        log,
+        now,
+    }
 }
 
 impl Fixture {
     pub fn reopen(&mut self) {
         let n = self.now.clone();
-        self.log = Log::open_with_clock(self.log.root(), Arc::new(move || n.load(Ordering::SeqCst))).unwrap();
+        self.log =
+            Log::open_with_clock(self.log.root(), Arc::new(move || n.load(Ordering::SeqCst)))
+                .unwrap();
     }
     pub fn pdir(&self, topic: &str, p: u32) -> PathBuf {
         partition_dir(&self.log.root().join(topic), p)
@@ -51,7 +61,10 @@ pub(super) fn val(i: u64) -> Vec<u8> {
 }
 
 pub(super) fn tiny(segment_bytes: u64) -> TopicConfig {
-    TopicConfig { segment_bytes, ..Default::default() }
+    TopicConfig {
+        segment_bytes,
+        ..Default::default()
+    }
 }
 
 /// Appends `n` keyless records one batch each, returns the active segment path.
@@ -68,17 +81,44 @@ fn fill(f: &Fixture, topic: &str, cfg: TopicConfig, n: u64) -> PathBuf {
 #[test]
 fn routing_reading_and_ranges() {
     let f = fixture();
-    f.log.create_topic("t", TopicConfig { partitions: 3, ..Default::default() }).unwrap();
-    assert!(matches!(f.log.create_topic("t", TopicConfig::default()), Err(LogError::TopicExists { .. })));
-    assert!(matches!(f.log.create_topic("../x", TopicConfig::default()), Err(LogError::InvalidName { .. })));
+    f.log
+        .create_topic(
+            "t",
+            TopicConfig {
+                partitions: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(matches!(
+        f.log.create_topic("t", TopicConfig::default()),
+        Err(LogError::TopicExists { .. })
+    ));
+    assert!(matches!(
+        f.log.create_topic("../x", TopicConfig::default()),
+        Err(LogError::InvalidName { .. })
+    ));
     let mut w = f.log.writer("t").unwrap();
     let keys: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i]).collect();
-    let recs: Vec<RecordIn> = keys.iter().map(|k| RecordIn::new(Some(k), b"v").with_event_ts(7)).collect();
+    let recs: Vec<RecordIn> = keys
+        .iter()
+        .map(|k| RecordIn::new(Some(k), b"v").with_event_ts(7))
+        .collect();
     let placed = w.append(&recs).unwrap();
     for (k, (p, _)) in keys.iter().zip(&placed) {
-        assert_eq!(*p, crc32c::crc32c(k) % 3, "routing is crc32c(key) % partitions");
+        assert_eq!(
+            *p,
+            crc32c::crc32c(k) % 3,
+            "routing is crc32c(key) % partitions"
+        );
     }
-    let rr = w.append(&[RecordIn::new(None, b"a"), RecordIn::new(None, b"b"), RecordIn::new(None, b"c")]).unwrap();
+    let rr = w
+        .append(&[
+            RecordIn::new(None, b"a"),
+            RecordIn::new(None, b"b"),
+            RecordIn::new(None, b"c"),
+        ])
+        .unwrap();
     let mut ps: Vec<u32> = rr.iter().map(|(p, _)| *p).collect();
     ps.sort();
     assert_eq!(ps, vec![0, 1, 2], "keyless records go round-robin");
@@ -90,13 +130,32 @@ fn routing_reading_and_ranges() {
         assert!(got.iter().all(|r| r.append_ts == 1_000_000));
         let tail = read_all(&f.log, "t", pi.partition, Start::Offset(pi.latest - 1)).unwrap();
         assert_eq!(tail.len(), 1);
-        assert!(read_all(&f.log, "t", pi.partition, Start::Latest).unwrap().is_empty());
+        assert!(
+            read_all(&f.log, "t", pi.partition, Start::Latest)
+                .unwrap()
+                .is_empty()
+        );
     }
     let err = f.log.reader("t", 0, Start::Offset(1000)).err().unwrap();
-    assert!(matches!(err, LogError::OffsetOutOfRange { requested: 1000, .. }));
-    assert!(err.to_string().contains("earliest available offset is 0"), "{err}");
-    assert!(matches!(f.log.reader("t", 3, Start::Earliest), Err(LogError::PartitionOutOfRange { .. })));
-    assert!(matches!(f.log.writer("nope"), Err(LogError::TopicNotFound { .. })));
+    assert!(matches!(
+        err,
+        LogError::OffsetOutOfRange {
+            requested: 1000,
+            ..
+        }
+    ));
+    assert!(
+        err.to_string().contains("earliest available offset is 0"),
+        "{err}"
+    );
+    assert!(matches!(
+        f.log.reader("t", 3, Start::Earliest),
+        Err(LogError::PartitionOutOfRange { .. })
+    ));
+    assert!(matches!(
+        f.log.writer("nope"),
+        Err(LogError::TopicNotFound { .. })
+    ));
     assert_eq!(f.log.list_topics().unwrap(), vec!["t".to_string()]);
 }
 
@@ -106,7 +165,11 @@ fn segments_roll_and_every_offset_is_reachable() {
     fill(&f, "t", tiny(6000), 400);
     let dir = f.pdir("t", 0);
     assert!(list_segments(&dir).unwrap().len() > 2);
-    assert!(!super::index::read_index(&super::segment::index_path(&dir, 0)).unwrap().is_empty());
+    assert!(
+        !super::index::read_index(&super::segment::index_path(&dir, 0))
+            .unwrap()
+            .is_empty()
+    );
     let check = |log: &Log| {
         for start in (0..400).step_by(13) {
             let got = read_all(log, "t", 0, Start::Offset(start)).unwrap();
@@ -148,7 +211,10 @@ fn big_segment_uses_sparse_index() {
     assert!(entries.len() > 10, "an entry every ~4 KiB");
     for start in [0, 1, 999, 1500, 2999, 3000] {
         let got = read_all(&f.log, "t", 0, Start::Offset(start)).unwrap();
-        assert_eq!(got.first().map(|r| r.offset), (start < 3000).then_some(start));
+        assert_eq!(
+            got.first().map(|r| r.offset),
+            (start < 3000).then_some(start)
+        );
     }
 }
 
@@ -176,9 +242,15 @@ fn torn_tail_at_every_byte_of_last_record() {
             assert_eq!((rec[0].truncated_bytes, rec[0].at_offset), (cut - start, 2));
             assert_eq!(rec[0].segment, seg);
         }
-        assert_eq!(w.append(&[RecordIn::new(None, b"new")]).unwrap(), vec![(0, 2)]);
+        assert_eq!(
+            w.append(&[RecordIn::new(None, b"new")]).unwrap(),
+            vec![(0, 2)]
+        );
         let got = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
-        assert_eq!(got.iter().map(|r| r.value.clone()).collect::<Vec<_>>(), vec![val(0), val(1), b"new".to_vec()]);
+        assert_eq!(
+            got.iter().map(|r| r.value.clone()).collect::<Vec<_>>(),
+            vec![val(0), val(1), b"new".to_vec()]
+        );
     }
 }
 
@@ -212,17 +284,37 @@ fn corruption_in_the_middle_is_an_error_and_never_served() {
     assert_eq!(got.len(), 4);
     let err = r.next_batch(100).unwrap_err();
     match &err {
-        LogError::Corruption { path, offset, position, .. } => {
-            assert_eq!((path, *offset, *position), (&seg, Some(4), Some(HEADER_LEN + 4 * rec_len)));
+        LogError::Corruption {
+            path,
+            offset,
+            position,
+            ..
+        } => {
+            assert_eq!(
+                (path, *offset, *position),
+                (&seg, Some(4), Some(HEADER_LEN + 4 * rec_len))
+            );
         }
         e => panic!("expected corruption, got {e}"),
     }
     assert!(err.is_corruption());
     assert!(r.next_batch(100).is_err(), "the error repeats");
-    assert!(read_all(&f.log, "t", 0, Start::Offset(6)).is_err(), "later records are not served");
+    assert!(
+        read_all(&f.log, "t", 0, Start::Offset(6)).is_err(),
+        "later records are not served"
+    );
     f.reopen();
     let err = f.log.writer("t").err().unwrap();
-    assert!(matches!(err, LogError::Corruption { offset: Some(4), .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LogError::Corruption {
+                offset: Some(4),
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains(&seg.display().to_string()));
 }
 
@@ -244,8 +336,14 @@ fn corruption_in_a_sealed_segment() {
             Err(e) => break e,
         }
     };
-    assert!(matches!(&err, LogError::Corruption { path, .. } if *path == sealed), "{err}");
-    assert!(seen.iter().all(|&o| o < bases[2] - 1), "the damaged record is never served");
+    assert!(
+        matches!(&err, LogError::Corruption { path, .. } if *path == sealed),
+        "{err}"
+    );
+    assert!(
+        seen.iter().all(|&o| o < bases[2] - 1),
+        "the damaged record is never served"
+    );
     f.reopen();
     assert!(f.log.writer("t").err().unwrap().is_corruption());
 }
@@ -262,15 +360,28 @@ fn garbage_files_and_bad_headers() {
     assert_eq!(f.log.warnings().len(), 2);
     assert_eq!(f.log.list_topics().unwrap(), vec!["t".to_string()]);
     let w = f.log.writer("t").unwrap();
-    assert!(w.open_report().warnings.iter().any(|w| w.contains("notes.txt")));
+    assert!(
+        w.open_report()
+            .warnings
+            .iter()
+            .any(|w| w.contains("notes.txt"))
+    );
     drop(w);
 
     let bases = list_segments(&dir).unwrap();
     let last = log_path(&dir, *bases.last().unwrap());
     let keep = std::fs::read(&last).unwrap();
-    std::fs::OpenOptions::new().write(true).open(&last).unwrap().set_len(10).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&last)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
     let err = f.log.writer("t").err().unwrap();
-    assert!(matches!(&err, LogError::BadHeader { path, .. } if *path == last), "{err}");
+    assert!(
+        matches!(&err, LogError::BadHeader { path, .. } if *path == last),
+        "{err}"
+    );
     assert!(f.log.reader("t", 0, Start::Earliest).is_err());
     std::fs::write(&last, b"GARBAGE GARBAGE GARBAGE GARBAGE").unwrap();
     assert!(matches!(f.log.writer("t"), Err(LogError::BadHeader { .. })));
@@ -278,5 +389,8 @@ fn garbage_files_and_bad_headers() {
     f.log.writer("t").unwrap();
 
     std::fs::write(f.log.root().join("t").join("topic.json"), b"{oops").unwrap();
-    assert!(matches!(f.log.writer("t"), Err(LogError::BadMetadata { .. })));
+    assert!(matches!(
+        f.log.writer("t"),
+        Err(LogError::BadMetadata { .. })
+    ));
 }

@@ -27,7 +27,10 @@ enum Op {
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
-    let rec = (proptest::option::weighted(0.8, 0u8..6), prop_oneof![1 => Just(0u8), 5 => 1u8..40]);
+    let rec = (
+        proptest::option::weighted(0.8, 0u8..6),
+        prop_oneof![1 => Just(0u8), 5 => 1u8..40],
+    );
     prop_oneof![
         6 => proptest::collection::vec(rec, 0..8).prop_map(Op::Append),
         2 => (0i64..400).prop_map(Op::Advance),
@@ -46,15 +49,19 @@ fn arb_config() -> impl Strategy<Value = TopicConfig> {
         any::<bool>(),
         0i64..300,
     )
-        .prop_map(|(partitions, segment_bytes, retention_ms, retention_bytes, compact, del)| TopicConfig {
-            partitions,
-            segment_bytes,
-            retention_ms,
-            retention_bytes,
-            compact,
-            delete_retention_ms: del,
-            columns: Vec::new(),
-        })
+        .prop_map(
+            |(partitions, segment_bytes, retention_ms, retention_bytes, compact, del)| {
+                TopicConfig {
+                    partitions,
+                    segment_bytes,
+                    retention_ms,
+                    retention_bytes,
+                    compact,
+                    delete_retention_ms: del,
+                    ..TopicConfig::default()
+                }
+            },
+        )
 }
 
 struct Model {
@@ -75,13 +82,25 @@ fn apply_append(f: &Fixture, w: &mut TopicWriter, m: &mut Model, recs: &[(Option
             (k.map(|k| vec![k]), if *len == 0 { Vec::new() } else { v })
         })
         .collect();
-    let ins: Vec<RecordIn> = owned.iter().map(|(k, v)| RecordIn::new(k.as_deref(), v)).collect();
+    let ins: Vec<RecordIn> = owned
+        .iter()
+        .map(|(k, v)| RecordIn::new(k.as_deref(), v))
+        .collect();
     let placed = w.append(&ins).unwrap();
     for ((p, off), (key, value)) in placed.into_iter().zip(owned) {
         let p = p as usize;
         assert_eq!(off, m.next[p], "offsets are dense and monotonic on append");
         m.next[p] += 1;
-        m.parts[p].insert(off, Record { offset: off, key, value, event_ts: None, append_ts: now });
+        m.parts[p].insert(
+            off,
+            Record {
+                offset: off,
+                key,
+                value,
+                event_ts: None,
+                append_ts: now,
+            },
+        );
     }
 }
 
@@ -95,10 +114,17 @@ fn apply_retain(f: &Fixture, w: &mut TopicWriter, m: &mut Model, cfg: &TopicConf
         let kept = m.parts[p].split_off(&pi.earliest);
         let removed = std::mem::replace(&mut m.parts[p], kept);
         if let (Some(ms), None) = (cfg.retention_ms, cfg.retention_bytes) {
-            assert!(removed.values().all(|r| now - r.append_ts >= ms), "age retention removed young data");
+            assert!(
+                removed.values().all(|r| now - r.append_ts >= ms),
+                "age retention removed young data"
+            );
         }
         if let (None, Some(max)) = (cfg.retention_ms, cfg.retention_bytes) {
-            assert!(pi.bytes <= max || pi.segments == 1, "size retention left {} bytes", pi.bytes);
+            assert!(
+                pi.bytes <= max || pi.segments == 1,
+                "size retention left {} bytes",
+                pi.bytes
+            );
         }
         if cfg.retention_ms.is_none() && cfg.retention_bytes.is_none() {
             assert!(removed.is_empty());
@@ -110,9 +136,14 @@ fn apply_compact(f: &Fixture, w: &mut TopicWriter, m: &mut Model, cfg: &TopicCon
     let now = f.now.load(Ordering::SeqCst);
     if cfg.compact {
         for (p, recs) in m.parts.iter_mut().enumerate() {
-            let active_base = *list_segments(&f.pdir("t", p as u32)).unwrap().last().unwrap();
-            let latest: HashMap<Vec<u8>, u64> =
-                recs.values().filter_map(|r| r.key.clone().map(|k| (k, r.offset))).collect();
+            let active_base = *list_segments(&f.pdir("t", p as u32))
+                .unwrap()
+                .last()
+                .unwrap();
+            let latest: HashMap<Vec<u8>, u64> = recs
+                .values()
+                .filter_map(|r| r.key.clone().map(|k| (k, r.offset)))
+                .collect();
             recs.retain(|&off, r| match &r.key {
                 _ if off >= active_base => true,
                 None => true,
@@ -130,14 +161,21 @@ fn check(f: &Fixture, m: &Model) {
         let pi = &info.partitions[p];
         assert_eq!((pi.earliest, pi.latest), (m.earliest[p], m.next[p]));
         let want: Vec<Record> = recs.values().cloned().collect();
-        assert_eq!(read_all(&f.log, "t", p as u32, Start::Earliest).unwrap(), want);
+        assert_eq!(
+            read_all(&f.log, "t", p as u32, Start::Earliest).unwrap(),
+            want
+        );
         for start in (m.earliest[p]..=m.next[p]).step_by(5) {
             let got = read_all(&f.log, "t", p as u32, Start::Offset(start)).unwrap();
             let want: Vec<&Record> = recs.range(start..).map(|(_, r)| r).collect();
             assert_eq!(got.iter().collect::<Vec<_>>(), want, "reading from {start}");
         }
         if m.earliest[p] > 0 {
-            assert!(f.log.reader("t", p as u32, Start::Offset(m.earliest[p] - 1)).is_err());
+            assert!(
+                f.log
+                    .reader("t", p as u32, Start::Offset(m.earliest[p] - 1))
+                    .is_err()
+            );
         }
     }
 }

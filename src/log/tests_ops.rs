@@ -39,7 +39,10 @@ fn single_writer_lock_and_concurrent_readers() {
         }
     }
     let got = tail.join().unwrap();
-    assert_eq!(got.iter().map(|r| r.offset).collect::<Vec<_>>(), (0..200).collect::<Vec<_>>());
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (0..200).collect::<Vec<_>>()
+    );
     assert_eq!(got[199].value, val(199));
     drop(w);
     f.log.writer("t").unwrap();
@@ -51,7 +54,11 @@ fn wait_for_times_out_without_data() {
     f.log.create_topic("t", TopicConfig::default()).unwrap();
     let mut r = f.log.reader("t", 0, Start::Latest).unwrap();
     assert!(!r.wait_for(Duration::from_millis(20)).unwrap());
-    f.log.writer("t").unwrap().append(&[RecordIn::new(None, b"x")]).unwrap();
+    f.log
+        .writer("t")
+        .unwrap()
+        .append(&[RecordIn::new(None, b"x")])
+        .unwrap();
     assert!(r.wait_for(Duration::from_millis(500)).unwrap());
     assert_eq!(r.position(), 0);
     assert_eq!(r.next_batch(10).unwrap().len(), 1);
@@ -61,7 +68,10 @@ fn wait_for_times_out_without_data() {
 #[test]
 fn retention_by_age_and_size() {
     let f = fixture();
-    let cfg = TopicConfig { retention_ms: Some(1000), ..tiny(300) };
+    let cfg = TopicConfig {
+        retention_ms: Some(1000),
+        ..tiny(300)
+    };
     f.log.create_topic("t", cfg).unwrap();
     let mut w = f.log.writer("t").unwrap();
     for i in 0..40 {
@@ -69,21 +79,33 @@ fn retention_by_age_and_size() {
         w.append(&[RecordIn::new(None, &val(i as u64))]).unwrap();
     }
     let segs_before = list_segments(&f.pdir("t", 0)).unwrap();
-    assert!(w.retain(1_000_000).unwrap().is_empty(), "nothing is old yet");
+    assert!(
+        w.retain(1_000_000).unwrap().is_empty(),
+        "nothing is old yet"
+    );
     let deleted = w.retain(1_000_000 + 2500).unwrap();
     assert!(!deleted.is_empty());
     assert!(deleted.iter().all(|d| d.reason == DeleteReason::Age));
     let earliest = f.log.topic("t").unwrap().partitions[0].earliest;
     let got = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
     assert_eq!(got[0].offset, earliest);
-    assert!(got.iter().all(|r| r.append_ts > 1_000_000 + 2500 - 1000 - 500));
+    assert!(
+        got.iter()
+            .all(|r| r.append_ts > 1_000_000 + 2500 - 1000 - 500)
+    );
     assert!(f.log.reader("t", 0, Start::Offset(0)).is_err());
     // Everything is old: all but the active segment go.
     w.retain(i64::MAX).unwrap();
-    assert_eq!(list_segments(&f.pdir("t", 0)).unwrap(), vec![*segs_before.last().unwrap()]);
+    assert_eq!(
+        list_segments(&f.pdir("t", 0)).unwrap(),
+        vec![*segs_before.last().unwrap()]
+    );
     drop(w);
 
-    let cfg = TopicConfig { retention_bytes: Some(1000), ..tiny(300) };
+    let cfg = TopicConfig {
+        retention_bytes: Some(1000),
+        ..tiny(300)
+    };
     f.log.create_topic("s", cfg).unwrap();
     let mut w = f.log.writer("s").unwrap();
     for i in 0..60 {
@@ -99,7 +121,11 @@ fn retention_by_age_and_size() {
 /// A compacted topic with several sealed segments, keys, and tombstones.
 fn compacted_fixture() -> Fixture {
     let f = fixture();
-    let cfg = TopicConfig { compact: true, delete_retention_ms: 100, ..tiny(250) };
+    let cfg = TopicConfig {
+        compact: true,
+        delete_retention_ms: 100,
+        ..tiny(250)
+    };
     f.log.create_topic("c", cfg).unwrap();
     let mut w = f.log.writer("c").unwrap();
     for i in 0..60u64 {
@@ -119,20 +145,33 @@ fn compaction_keeps_latest_per_key() {
     assert!(reports[0].records_removed > 0);
     let after = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
     let info = f.log.topic("c").unwrap();
-    assert_eq!((info.partitions[0].earliest, info.partitions[0].latest), (0, 60));
+    assert_eq!(
+        (info.partitions[0].earliest, info.partitions[0].latest),
+        (0, 60)
+    );
     // Every key's latest record survives, with its offset.
     for k in 0..5u8 {
-        let last = before.iter().rev().find(|r| r.key.as_deref() == Some(&[k][..])).unwrap();
+        let last = before
+            .iter()
+            .rev()
+            .find(|r| r.key.as_deref() == Some(&[k][..]))
+            .unwrap();
         if !last.is_tombstone() {
             assert!(after.contains(last));
         }
     }
     assert!(after.windows(2).all(|w| w[0].offset < w[1].offset));
     // Reading from inside a gap starts at the next kept record.
-    let gap = (0..60).find(|o| !after.iter().any(|r| r.offset == *o)).unwrap();
+    let gap = (0..60)
+        .find(|o| !after.iter().any(|r| r.offset == *o))
+        .unwrap();
     let from_gap = read_all(&f.log, "c", 0, Start::Offset(gap)).unwrap();
     assert!(from_gap[0].offset > gap);
-    assert_eq!(f.log.compact("c", 2_000_000).unwrap()[0].records_removed, 0, "idempotent");
+    assert_eq!(
+        f.log.compact("c", 2_000_000).unwrap()[0].records_removed,
+        0,
+        "idempotent"
+    );
 }
 
 #[test]
@@ -151,22 +190,36 @@ fn compaction_swap_is_crash_safe_at_every_step() {
     for k in 0.. {
         let mut f = compacted_fixture();
         let mut w = f.log.writer("c").unwrap();
-        let done = w.compact_with(2_000_000, &mut Steps::stop_after(k)).unwrap().is_some();
+        let done = w
+            .compact_with(2_000_000, &mut Steps::stop_after(k))
+            .unwrap()
+            .is_some();
         drop(w); // "crash": the writer vanishes mid-protocol
         if done {
             break;
         }
         crashes += 1;
         let mid = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
-        assert!(mid.iter().all(|r| old.contains(r)), "readers never see foreign data");
+        assert!(
+            mid.iter().all(|r| old.contains(r)),
+            "readers never see foreign data"
+        );
         f.reopen();
         let w = f.log.writer("c").unwrap();
         assert!(w.open_report().recoveries.is_empty());
         drop(w);
         let got = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
-        assert!(got == old || got == new, "crash after step {k}: neither old nor new");
+        assert!(
+            got == old || got == new,
+            "crash after step {k}: neither old nor new"
+        );
         let leftovers = std::fs::read_dir(f.pdir("c", 0)).unwrap().filter(|e| {
-            let n = e.as_ref().unwrap().file_name().to_string_lossy().into_owned();
+            let n = e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
             n.ends_with(".cleaned") || n.ends_with(".swap")
         });
         assert_eq!(leftovers.count(), 0);
@@ -180,25 +233,44 @@ fn columns_are_set_once_and_checked() {
     f.log.create_topic("t", TopicConfig::default()).unwrap();
     let cols = vec!["a".to_string(), "b".to_string()];
     let mut w = f.log.writer("t").unwrap();
-    w.ensure_columns(&cols).unwrap();
-    w.ensure_columns(&cols).unwrap();
-    let err = w.ensure_columns(&["a".to_string()]).unwrap_err();
+    w.ensure_columns(&cols, RowFormat::Csv).unwrap();
+    w.ensure_columns(&cols, RowFormat::Csv).unwrap();
+    let err = w
+        .ensure_columns(&["a".to_string()], RowFormat::Csv)
+        .unwrap_err();
     assert!(matches!(err, LogError::ColumnsMismatch { .. }));
+    let err = w.ensure_columns(&cols, RowFormat::Jsonl).unwrap_err();
+    assert!(matches!(err, LogError::RowFormatMismatch { .. }), "{err}");
     drop(w);
-    assert_eq!(f.log.topic("t").unwrap().config.columns, cols);
+    let config = f.log.topic("t").unwrap().config;
+    assert_eq!(
+        (config.columns, config.row_format),
+        (cols, Some(RowFormat::Csv))
+    );
 }
 
 #[test]
 fn consumer_groups_and_lag() {
     let f = fixture();
-    f.log.create_topic("t", TopicConfig { partitions: 2, ..Default::default() }).unwrap();
+    f.log
+        .create_topic(
+            "t",
+            TopicConfig {
+                partitions: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let mut w = f.log.writer("t").unwrap();
     w.append_batch(0, &[RecordIn::new(None, b"a"); 10]).unwrap();
     w.append_batch(1, &[RecordIn::new(None, b"a"); 4]).unwrap();
     f.log.commit_offsets("t", "g", &[(0, 3), (1, 4)]).unwrap();
     f.log.commit_offsets("t", "g", &[(0, 6)]).unwrap();
     f.log.commit_offsets("t", "g", &[(0, 6)]).unwrap();
-    assert_eq!(f.log.fetch_offsets("t", "g").unwrap(), [(0, 6), (1, 4)].into());
+    assert_eq!(
+        f.log.fetch_offsets("t", "g").unwrap(),
+        [(0, 6), (1, 4)].into()
+    );
     assert!(f.log.fetch_offsets("t", "other").unwrap().is_empty());
     let info = f.log.topic("t").unwrap();
     let lags: Vec<_> = info.groups[0].partitions.iter().map(|p| p.lag).collect();
@@ -209,12 +281,23 @@ fn consumer_groups_and_lag() {
 fn fsync_policies_and_batches_spanning_rolls() {
     let f = fixture();
     f.log.create_topic("t", tiny(200)).unwrap();
-    for fsync in [FsyncPolicy::Never, FsyncPolicy::IntervalMs(1), FsyncPolicy::EveryBatch] {
+    for fsync in [
+        FsyncPolicy::Never,
+        FsyncPolicy::IntervalMs(1),
+        FsyncPolicy::EveryBatch,
+    ] {
         let mut w = f.log.writer_with("t", WriterOptions { fsync }).unwrap();
         let vals: Vec<Vec<u8>> = (0..30).map(val).collect();
         let recs: Vec<RecordIn> = vals.iter().map(|v| RecordIn::new(None, v)).collect();
         w.append_batch(0, &recs).unwrap();
         w.flush().unwrap();
+    }
+    let dir = f.pdir("t", 0);
+    for b in list_segments(&dir).unwrap() {
+        let len = std::fs::metadata(super::segment::log_path(&dir, b))
+            .unwrap()
+            .len();
+        assert!(len <= 200, "segment {b} is {len} bytes: batches roll too");
     }
     let got = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
     assert_eq!(got.len(), 90);
@@ -224,7 +307,12 @@ fn fsync_policies_and_batches_spanning_rolls() {
 #[test]
 fn readers_race_compaction_and_retention() {
     let f = fixture();
-    let cfg = TopicConfig { compact: true, delete_retention_ms: 0, retention_bytes: Some(3000), ..tiny(300) };
+    let cfg = TopicConfig {
+        compact: true,
+        delete_retention_ms: 0,
+        retention_bytes: Some(3000),
+        ..tiny(300)
+    };
     f.log.create_topic("c", cfg).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
@@ -233,15 +321,24 @@ fn readers_race_compaction_and_retention() {
             std::thread::spawn(move || {
                 let mut passes = 0;
                 while !stop.load(Ordering::SeqCst) || passes == 0 {
-                    let Ok(mut r) = log.reader("c", 0, Start::Earliest) else { continue };
+                    let Ok(mut r) = log.reader("c", 0, Start::Earliest) else {
+                        continue;
+                    };
                     let mut last = None;
                     loop {
                         match r.next_batch(50) {
                             Ok(b) if b.is_empty() => break,
                             Ok(b) => {
                                 for rec in b {
-                                    assert!(last.is_none_or(|l| rec.offset > l), "offsets go forward");
-                                    assert_eq!(rec.value, val(rec.offset), "record content matches its offset");
+                                    assert!(
+                                        last.is_none_or(|l| rec.offset > l),
+                                        "offsets go forward"
+                                    );
+                                    assert_eq!(
+                                        rec.value,
+                                        val(rec.offset),
+                                        "record content matches its offset"
+                                    );
                                     last = Some(rec.offset);
                                 }
                             }

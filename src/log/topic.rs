@@ -28,6 +28,7 @@ use super::lock::WriterLock;
 use super::partition::{OpenReport, PartitionLog, create_partition_dir};
 use super::record::RecordIn;
 use super::retention::{DeletedSegment, Limits, retain_partition};
+use super::rows::RowFormat;
 
 pub const META_FILE: &str = "topic.json";
 pub const META_FORMAT: u32 = 1;
@@ -49,6 +50,8 @@ pub struct TopicConfig {
     pub segment_bytes: u64,
     /// Column names of the records (CSV/JSON); empty until a producer sets them.
     pub columns: Vec<String>,
+    /// How record values encode rows (`rows.rs`); set with `columns`.
+    pub row_format: Option<RowFormat>,
 }
 
 impl Default for TopicConfig {
@@ -61,13 +64,18 @@ impl Default for TopicConfig {
             delete_retention_ms: 24 * 3600 * 1000,
             segment_bytes: 64 << 20,
             columns: Vec::new(),
+            row_format: None,
         }
     }
 }
 
 impl TopicConfig {
     pub fn validate(&self) -> Result<()> {
-        let bad = |detail: &str| Err(LogError::InvalidConfig { detail: detail.to_string() });
+        let bad = |detail: &str| {
+            Err(LogError::InvalidConfig {
+                detail: detail.to_string(),
+            })
+        };
         if self.partitions == 0 || self.partitions > 10_000 {
             return bad("partitions must be between 1 and 10000");
         }
@@ -100,7 +108,10 @@ pub fn read_meta(topic_dir: &Path) -> Result<TopicMeta> {
     let path = topic_dir.join(META_FILE);
     let meta: TopicMeta = read_json(&path)?;
     if meta.format != META_FORMAT {
-        let detail = format!("unsupported metadata format {} (this build reads {META_FORMAT})", meta.format);
+        let detail = format!(
+            "unsupported metadata format {} (this build reads {META_FORMAT})",
+            meta.format
+        );
         return Err(LogError::BadMetadata { path, detail });
     }
     Ok(meta)
@@ -112,14 +123,20 @@ pub fn create_topic_dir(root: &Path, name: &str, config: &TopicConfig) -> Result
     config.validate()?;
     let target = root.join(name);
     if target.exists() {
-        return Err(LogError::TopicExists { topic: name.to_string() });
+        return Err(LogError::TopicExists {
+            topic: name.to_string(),
+        });
     }
     let nonce = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let tmp = root.join(format!(".{name}.creating-{}-{nonce}", std::process::id()));
     std::fs::create_dir(&tmp).ctx(&tmp)?;
-    let meta = TopicMeta { format: META_FORMAT, name: name.to_string(), config: config.clone() };
+    let meta = TopicMeta {
+        format: META_FORMAT,
+        name: name.to_string(),
+        config: config.clone(),
+    };
     write_json(&tmp.join(META_FILE), &meta)?;
     for p in 0..config.partitions {
         create_partition_dir(&partition_dir(&tmp, p))?;
@@ -128,7 +145,9 @@ pub fn create_topic_dir(root: &Path, name: &str, config: &TopicConfig) -> Result
     if let Err(e) = std::fs::rename(&tmp, &target) {
         let _ = std::fs::remove_dir_all(&tmp);
         if target.exists() {
-            return Err(LogError::TopicExists { topic: name.to_string() });
+            return Err(LogError::TopicExists {
+                topic: name.to_string(),
+            });
         }
         return Err(e).ctx(&target);
     }
@@ -183,14 +202,24 @@ pub struct TopicWriter {
 }
 
 impl TopicWriter {
-    pub(crate) fn open(topic_dir: &Path, name: &str, opts: WriterOptions, clock: Clock) -> Result<Self> {
+    pub(crate) fn open(
+        topic_dir: &Path,
+        name: &str,
+        opts: WriterOptions,
+        clock: Clock,
+    ) -> Result<Self> {
         let lock = WriterLock::acquire(topic_dir, name)?;
         let meta = read_meta(topic_dir)?;
         let mut report = OpenReport::default();
         let mut parts = Vec::new();
         for p in 0..meta.config.partitions {
             let dir = partition_dir(topic_dir, p);
-            parts.push(PartitionLog::open(&dir, p, meta.config.segment_bytes, &mut report)?);
+            parts.push(PartitionLog::open(
+                &dir,
+                p,
+                meta.config.segment_bytes,
+                &mut report,
+            )?);
         }
         Ok(TopicWriter {
             name: name.to_string(),
@@ -253,7 +282,10 @@ impl TopicWriter {
             starts[p] = self.parts[p].append(group, now)?.start;
         }
         self.after_append()?;
-        Ok(slots.into_iter().map(|(p, i)| (p as u32, starts[p] + i)).collect())
+        Ok(slots
+            .into_iter()
+            .map(|(p, i)| (p as u32, starts[p] + i))
+            .collect())
     }
 
     /// Appends `recs` to one partition, bypassing routing.
@@ -267,7 +299,11 @@ impl TopicWriter {
     fn after_append(&mut self) -> Result<()> {
         match self.opts.fsync {
             FsyncPolicy::EveryBatch => self.sync(),
-            FsyncPolicy::IntervalMs(ms) if self.last_sync.elapsed().as_millis() >= u128::from(ms) => self.sync(),
+            FsyncPolicy::IntervalMs(ms)
+                if self.last_sync.elapsed().as_millis() >= u128::from(ms) =>
+            {
+                self.sync()
+            }
             _ => Ok(()),
         }
     }
@@ -286,21 +322,30 @@ impl TopicWriter {
         self.sync()
     }
 
-    /// Sets the topic's columns if unset, else checks they match.
-    pub fn ensure_columns(&mut self, columns: &[String]) -> Result<()> {
-        let current = &self.meta.config.columns;
-        if current.as_slice() == columns {
+    /// Sets the topic's columns and row format if unset (durably, before
+    /// any row is appended), else checks that they match.
+    pub fn ensure_columns(&mut self, columns: &[String], format: RowFormat) -> Result<()> {
+        let c = &self.meta.config;
+        if c.columns.as_slice() == columns && c.row_format == Some(format) {
             return Ok(());
         }
-        if !current.is_empty() {
+        if let Some(expected) = c.row_format.filter(|&f| f != format) {
+            return Err(LogError::RowFormatMismatch {
+                topic: self.name.clone(),
+                expected,
+                actual: format,
+            });
+        }
+        if !c.columns.is_empty() && c.columns.as_slice() != columns {
             return Err(LogError::ColumnsMismatch {
                 topic: self.name.clone(),
-                expected: current.clone(),
+                expected: c.columns.clone(),
                 actual: columns.to_vec(),
             });
         }
         let mut meta = self.meta.clone();
         meta.config.columns = columns.to_vec();
+        meta.config.row_format = Some(format);
         write_json(&self.dir.join(META_FILE), &meta)?;
         self.meta = meta;
         Ok(())
@@ -309,7 +354,10 @@ impl TopicWriter {
     /// Applies the topic's retention limits at time `now` (ms).
     pub fn retain(&mut self, now: i64) -> Result<Vec<DeletedSegment>> {
         let c = &self.meta.config;
-        let limits = Limits { retention_ms: c.retention_ms, retention_bytes: c.retention_bytes };
+        let limits = Limits {
+            retention_ms: c.retention_ms,
+            retention_bytes: c.retention_bytes,
+        };
         let mut out = Vec::new();
         for p in &mut self.parts {
             out.extend(retain_partition(p, limits, now)?);
@@ -319,10 +367,29 @@ impl TopicWriter {
 
     /// Compacts every partition (a no-op unless the topic is compacted).
     pub fn compact(&mut self, now: i64) -> Result<Vec<CompactionReport>> {
-        Ok(self.compact_with(now, &mut Steps::unlimited())?.unwrap_or_default())
+        Ok(self
+            .compact_with(now, &mut Steps::unlimited())?
+            .unwrap_or_default())
     }
 
-    pub(crate) fn compact_with(&mut self, now: i64, steps: &mut Steps) -> Result<Option<Vec<CompactionReport>>> {
+    /// `compact` with a pause before every step of the swap protocol: only
+    /// for crash tests, which kill the process inside that window.
+    #[doc(hidden)]
+    pub fn compact_paced(
+        &mut self,
+        now: i64,
+        pause: std::time::Duration,
+    ) -> Result<Vec<CompactionReport>> {
+        Ok(self
+            .compact_with(now, &mut Steps::paced(pause))?
+            .unwrap_or_default())
+    }
+
+    pub(crate) fn compact_with(
+        &mut self,
+        now: i64,
+        steps: &mut Steps,
+    ) -> Result<Option<Vec<CompactionReport>>> {
         if !self.meta.config.compact {
             return Ok(Some(Vec::new()));
         }
@@ -339,11 +406,13 @@ impl TopicWriter {
 
     fn part_mut(&mut self, partition: u32) -> Result<&mut PartitionLog> {
         let partitions = self.meta.config.partitions;
-        self.parts.get_mut(partition as usize).ok_or_else(|| LogError::PartitionOutOfRange {
-            topic: self.name.clone(),
-            partition,
-            partitions,
-        })
+        self.parts
+            .get_mut(partition as usize)
+            .ok_or_else(|| LogError::PartitionOutOfRange {
+                topic: self.name.clone(),
+                partition,
+                partitions,
+            })
     }
 }
 

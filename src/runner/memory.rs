@@ -22,24 +22,29 @@ use crate::value::Row;
 /// Panics if a row does not fit its projection's types: callers give
 /// well-typed rows (this runner has no notion of files or lines to blame).
 pub fn run_in_memory(plan: &Plan, inputs: Vec<Vec<Row>>, workers: usize) -> Vec<Vec<(Row, isize)>> {
-    let projected: Vec<Vec<Row>> = inputs
+    let projected: Vec<Vec<(Row, isize)>> = inputs
         .into_iter()
         .zip(&plan.inputs)
         .map(|(rows, projection)| {
             rows.into_iter()
                 .map(|row| {
-                    projection
+                    let row = projection
                         .columns
                         .iter()
-                        .map(|&(i, ty)| {
-                            ty.coerce(row[i].clone())
-                                .expect("in-memory input row does not fit its column type")
-                        })
-                        .collect()
+                        .map(|&(i, ty)| ty.coerce(row[i].clone()).expect("in-memory input row does not fit its column type"))
+                        .collect();
+                    (row, 1)
                 })
                 .collect()
         })
         .collect();
+    run_projected(plan, projected, workers)
+}
+
+/// As [`run_in_memory`], over inputs already projected and typed as the plan
+/// asks, given as rows with multiplicities.
+pub fn run_projected(plan: &Plan, inputs: Vec<Vec<(Row, isize)>>, workers: usize) -> Vec<Vec<(Row, isize)>> {
+    let projected = inputs;
     let shared = Arc::new((plan.clone(), projected));
     let results: Arc<Mutex<Vec<crate::runner::OutputRows>>> =
         Arc::new(Mutex::new(vec![Vec::new(); plan.outputs.len()]));
@@ -67,8 +72,8 @@ pub fn run_in_memory(plan: &Plan, inputs: Vec<Vec<Row>>, workers: usize) -> Vec<
             sessions
         });
         for (session, rows) in sessions.iter_mut().zip(inputs) {
-            for row in rows.iter().skip(index).step_by(peers) {
-                session.insert(row.clone());
+            for (row, n) in rows.iter().skip(index).step_by(peers) {
+                session.update(row.clone(), *n);
             }
         }
         sessions.clear();

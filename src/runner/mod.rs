@@ -5,8 +5,11 @@
 //! that running across machines is a flag away rather than a rewrite.
 
 pub mod batch;
+mod commit;
 mod combine;
 pub mod memory;
+pub mod stream;
+pub mod verify;
 
 use std::path::PathBuf;
 
@@ -113,6 +116,12 @@ pub enum RunError {
         row: String,
         count: isize,
     },
+    /// The table store failed.
+    #[error(transparent)]
+    Table(#[from] crate::table::TableError),
+    /// The log does not hold what a replay needs (retention deleted it).
+    #[error("cannot replay: {0}")]
+    Replay(String),
     /// A configuration this runner cannot run (yet).
     #[error("unsupported: {0}")]
     Unsupported(String),

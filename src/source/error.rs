@@ -6,18 +6,31 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-/// Where a bad row (or field) is: file, 1-based line, and the column if one is to blame.
+/// Where a bad row comes from: a line of a file, or a record of a log topic.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Place {
+    /// A 1-based line of a file.
+    Line { path: PathBuf, line: u64 },
+    /// A record of a log topic.
+    Record { topic: String, partition: u32, offset: u64 },
+}
+
+/// Where a bad row (or field) is, and the column to blame if there is one.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RowLocation {
-    pub path: PathBuf,
-    pub line: u64,
+    pub place: Place,
     /// 1-based column number and name.
     pub column: Option<(usize, String)>,
 }
 
 impl fmt::Display for RowLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: line {}", self.path.display(), self.line)?;
+        match &self.place {
+            Place::Line { path, line } => write!(f, "{}: line {line}", path.display())?,
+            Place::Record { topic, partition, offset } => {
+                write!(f, "topic {topic}, partition {partition}, offset {offset}")?
+            }
+        }
         if let Some((n, name)) = &self.column {
             write!(f, ", column {n} ({name})")?;
         }
@@ -54,6 +67,12 @@ pub enum SourceError {
         expected: String,
         first: PathBuf,
     },
+    /// A log topic could not be read.
+    #[error("topic {topic}: {source}")]
+    Log { topic: String, source: crate::log::LogError },
+    /// A topic that carries no rows yet, so its columns are unknown.
+    #[error("topic {topic} has no columns yet: produce rows to it first (kappa log produce {topic})")]
+    NoColumns { topic: String },
     /// A row that does not fit (wrong field count, bad value, bad UTF-8, bad JSON).
     #[error("{at}: {problem}")]
     BadRow { at: RowLocation, problem: String },

@@ -15,10 +15,11 @@ mod csv;
 mod error;
 mod lines;
 pub mod split;
+pub mod topic;
 
 use std::path::{Path, PathBuf};
 
-pub use error::{RowLocation, SourceError};
+pub use error::{Place, RowLocation, SourceError};
 pub use split::Chunk;
 
 use crate::job::InputFormat;
@@ -76,7 +77,7 @@ pub struct ReadOptions {
 }
 
 impl ReadOptions {
-    fn is_null(&self, field: &[u8]) -> bool {
+    pub fn is_null(&self, field: &[u8]) -> bool {
         field.is_empty() || self.null.as_deref().is_some_and(|n| n.as_bytes() == field)
     }
 }
@@ -93,7 +94,7 @@ impl BadRows {
     /// How many examples are kept.
     pub const EXAMPLES: usize = 5;
 
-    fn record(&mut self, at: RowLocation, problem: String) {
+    pub fn record(&mut self, at: RowLocation, problem: String) {
         self.count += 1;
         self.examples.push((at, problem));
         self.examples.sort();
@@ -287,11 +288,8 @@ impl ChunkReader<'_> {
                     .unwrap_or_default(),
             )
         });
-        Ok(RowLocation {
-            path: self.path().to_path_buf(),
-            line: base + line_in_chunk - 1,
-            column,
-        })
+        let place = Place::Line { path: self.path().to_path_buf(), line: base + line_in_chunk - 1 };
+        Ok(RowLocation { place, column })
     }
 
     /// Reports a bad row: an error under `Fail`, a counted skip under `Skip`.

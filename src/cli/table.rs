@@ -1,0 +1,460 @@
+//! `kappa table ...`: the output tables from the command line — which
+//! outputs and versions there are, their rows, the status and progress of
+//! every deployment, and the manual swap and drop.
+//!
+//! The store is `--table-db PATH`, else `$KAPPA_TABLE_DB`, else
+//! `./kappa-data/tables.db`. No command creates a store: with none at the
+//! path they fail saying so. Data go to stdout as aligned text, or as CSV
+//! with a header with `--csv`; remarks (which version `show` printed, how
+//! many rows it left out) go to stderr, so the CSV can be piped on.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::table::{Deployment, DeploymentState, TableError, TableStore, TableVersion};
+use crate::value::Value;
+
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// The table store (an SQLite file).
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        env = "KAPPA_TABLE_DB",
+        default_value = crate::table::DEFAULT_PATH
+    )]
+    table_db: PathBuf,
+    /// Print CSV with a header instead of aligned text.
+    #[arg(long, global = true)]
+    csv: bool,
+    #[command(subcommand)]
+    command: TableCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TableCommand {
+    /// List the outputs: live version, rows, columns, key and all versions.
+    List,
+    /// Print an output's rows, sorted (the live version unless --version).
+    #[command(disable_version_flag = true)]
+    Show(ShowArgs),
+    /// Every deployment: outputs, version, job, params, state, progress, lag
+    /// per input partition, bad rows, times, and the ETA of building versions.
+    Status,
+    /// Make a version live: the output's view selects from it, and the
+    /// version that was live is retired (kept for rollback).
+    #[command(disable_version_flag = true)]
+    Swap(VersionArgs),
+    /// Drop a version's tables (never the live one); the catalog keeps its
+    /// history and its version number is never reused.
+    #[command(disable_version_flag = true)]
+    Drop(VersionArgs),
+    /// Resume the previous version from its own offsets, let it catch up, and
+    /// swap it back in (or any retired version with --version: roll forward).
+    #[command(disable_version_flag = true)]
+    Rollback(super::reprocess::RollbackArgs),
+    /// Recompute a version with the batch path over exactly the log offsets
+    /// it has applied, and compare: prints `identical` and a digest, or the
+    /// rows that differ (non-zero exit).
+    #[command(disable_version_flag = true)]
+    Verify(super::verify::VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The output (the name of its view).
+    name: String,
+    /// The version to show (3 or v3); the live one by default.
+    #[arg(long)]
+    version: Option<TableVersion>,
+    /// Print at most this many distinct rows.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct VersionArgs {
+    /// The output (the name of its view).
+    name: String,
+    /// The version (3 or v3).
+    #[arg(long)]
+    version: TableVersion,
+}
+
+pub fn run(args: TableArgs) -> anyhow::Result<()> {
+    let path = &args.table_db;
+    match args.command {
+        TableCommand::Rollback(a) => return super::reprocess::rollback(a, path),
+        TableCommand::Verify(a) => return super::verify::verify(a, path),
+        _ => {}
+    }
+    let mut store = TableStore::open_existing(path).map_err(|e| match e {
+        TableError::StoreNotFound { .. } => anyhow::Error::new(e),
+        e => {
+            anyhow::Error::new(e).context(format!("cannot open the table store {}", path.display()))
+        }
+    })?;
+    match args.command {
+        TableCommand::List => print!("{}", list(&store)?.render(args.csv)),
+        TableCommand::Show(a) => print!("{}", show(&store, &a, args.csv)?.render(args.csv)),
+        TableCommand::Status => print!("{}", status(&store)?.render(args.csv)),
+        TableCommand::Swap(a) => swap(&mut store, &a)?,
+        TableCommand::Drop(a) => drop_version(&mut store, &a)?,
+        TableCommand::Rollback(_) | TableCommand::Verify(_) => unreachable!("handled above"),
+    }
+    Ok(())
+}
+
+fn list(store: &TableStore) -> anyhow::Result<Grid> {
+    let deployments = store.deployments().context("cannot read the catalog")?;
+    let mut names: Vec<&str> = Vec::new();
+    for o in deployments.iter().flat_map(|d| &d.outputs) {
+        if !names.iter().any(|n| n.eq_ignore_ascii_case(&o.name)) {
+            names.push(&o.name);
+        }
+    }
+    names.sort_unstable();
+    let mut grid = Grid::new(&[
+        "output", "live", "rows", "columns", "key", "versions", "job",
+    ]);
+    for name in names {
+        let versions: Vec<&Deployment> = deployments
+            .iter()
+            .filter(|d| d.output_index(name).is_some())
+            .collect();
+        let live = versions.iter().find(|d| d.state == DeploymentState::Live);
+        let newest = versions.last().expect("an output has a deployment");
+        let shown = live.unwrap_or(newest);
+        let schema = &shown.outputs[shown.output_index(name).expect("filtered on it")];
+        let rows = live
+            .map(|d| store.row_counts(&d.table(d.output_index(name).unwrap())))
+            .transpose()?
+            .map_or("-".into(), |(_, total)| total.to_string());
+        let key: Vec<&str> = schema.key.iter().map(|&k| &*schema.columns[k]).collect();
+        let key = match (key.is_empty(), crate::table::deployment::is_bag(schema)) {
+            (true, _) => "(none)".to_string(),
+            (false, bag) => format!("{}{}", key.join(","), if bag { " (bag)" } else { "" }),
+        };
+        let history: Vec<String> = versions
+            .iter()
+            .filter(|d| d.state != DeploymentState::Dropped)
+            .map(|d| format!("{} {}", d.version, d.state))
+            .collect();
+        grid.push(vec![
+            name.to_string(),
+            live.map_or("-".to_string(), |d| d.version.to_string()),
+            rows,
+            schema.columns.join(","),
+            key,
+            history.join(", "),
+            format!("{} v{}", shown.job, shown.job_version),
+        ]);
+    }
+    Ok(grid)
+}
+
+fn show(store: &TableStore, a: &ShowArgs, csv: bool) -> anyhow::Result<Grid> {
+    let d = store.find_by_output(&a.name, a.version.map(|v| v.0))?;
+    let index = d.output_index(&a.name).expect("found by this output");
+    let page = store.read_page(&d.table(index), a.limit)?;
+    let mut header: Vec<String> = page.columns.clone();
+    if page.bag {
+        header.push("kappa_count".into());
+    }
+    let mut grid = Grid::with_header(header);
+    'rows: for (row, n) in &page.rows {
+        let cells: Vec<String> = row.iter().map(|v| cell(v, csv)).collect();
+        if page.bag {
+            grid.push([cells, vec![n.to_string()]].concat());
+            continue;
+        }
+        // A keyed output holds each row once; repeat any that is not.
+        for _ in 0..*n {
+            if grid.rows.len() >= a.limit {
+                break 'rows;
+            }
+            grid.push(cells.clone());
+        }
+    }
+    eprintln!(
+        "{} ({}, job {} v{}): {} of {} distinct rows",
+        page.table,
+        d.state,
+        d.job,
+        d.job_version,
+        page.rows.len(),
+        page.distinct
+    );
+    Ok(grid)
+}
+
+fn status(store: &TableStore) -> anyhow::Result<Grid> {
+    let deployments = store.deployments().context("cannot read the catalog")?;
+    let mut grid = Grid::new(&[
+        "id",
+        "outputs",
+        "version",
+        "job",
+        "params",
+        "state",
+        "records",
+        "rate",
+        "lag",
+        "lag_by_input",
+        "bad_rows",
+        "created",
+        "caught_up",
+        "swapped",
+        "eta",
+    ]);
+    for d in deployments {
+        let p = &d.progress;
+        let eta = match d.state {
+            DeploymentState::Building => p.eta().map_or("?".into(), duration),
+            _ => "-".into(),
+        };
+        let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        grid.push(vec![
+            d.id.to_string(),
+            d.output_names().join(","),
+            d.version.to_string(),
+            format!("{} v{}", d.job, d.job_version),
+            params.join(" "),
+            d.state.to_string(),
+            p.records_applied.to_string(),
+            p.records_per_sec
+                .map_or("-".into(), |r| format!("{r:.0}/s")),
+            p.total_lag().to_string(),
+            lag_by_input(&d),
+            p.bad_rows.to_string(),
+            time(Some(d.created_at)),
+            time(d.caught_up_at),
+            time(d.swapped_at),
+            eta,
+        ]);
+    }
+    Ok(grid)
+}
+
+/// `events=120 (0:60 1:60); users=0 (0:0)`: per input, its lag summed over
+/// partitions and per partition.
+fn lag_by_input(d: &Deployment) -> String {
+    let mut groups: Vec<(String, Vec<(u32, u64)>)> = d
+        .inputs
+        .iter()
+        .map(|(input, topic)| {
+            let parts = d.progress.lag.iter().filter(|l| &l.topic == topic);
+            (input.clone(), parts.map(|l| (l.partition, l.lag)).collect())
+        })
+        .collect();
+    for l in &d.progress.lag {
+        if !d.inputs.iter().any(|(_, t)| *t == l.topic) {
+            groups.push((format!("topic {}", l.topic), vec![(l.partition, l.lag)]));
+        }
+    }
+    let groups: Vec<String> = groups
+        .into_iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|(name, mut parts)| {
+            parts.sort_unstable();
+            let sum: u64 = parts.iter().map(|p| p.1).sum();
+            let each: Vec<String> = parts.iter().map(|(p, l)| format!("{p}:{l}")).collect();
+            format!("{name}={sum} ({})", each.join(" "))
+        })
+        .collect();
+    if groups.is_empty() {
+        "-".into()
+    } else {
+        groups.join("; ")
+    }
+}
+
+fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
+    let d = store.find_by_output(&a.name, Some(a.version.0))?;
+    let retired = store
+        .swap(d.id)
+        .with_context(|| format!("cannot swap {} {} in", a.name, a.version))?;
+    let outputs = d.output_names().join(", ");
+    if retired.is_empty() && d.state == DeploymentState::Live {
+        println!("{outputs}: {} is already live", d.version);
+        return Ok(());
+    }
+    let mut old = Vec::new();
+    for id in retired {
+        old.push(store.deployment(id)?.version.to_string());
+    }
+    let old = if old.is_empty() {
+        "nothing was live".into()
+    } else {
+        format!("retired {}", old.join(", "))
+    };
+    println!("{outputs}: {} is live ({old})", d.version);
+    Ok(())
+}
+
+fn drop_version(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
+    let d = store.find_by_output(&a.name, Some(a.version.0))?;
+    store.drop_deployment(d.id).with_context(|| {
+        format!(
+            "cannot drop {} {} (to drop a live version, swap another in first)",
+            a.name, a.version
+        )
+    })?;
+    println!("dropped {}", d.tables().join(", "));
+    Ok(())
+}
+
+/// A value as a cell: null is `NULL` in text (to tell it from an empty
+/// string) and empty in CSV, as in kappa's output files.
+fn cell(v: &Value, csv: bool) -> String {
+    match v {
+        Value::Null if !csv => "NULL".into(),
+        v => v.to_string(),
+    }
+}
+
+/// Unix ms as `2026-11-29 08:56:03` (UTC), or `-`.
+fn time(ms: Option<i64>) -> String {
+    let Some(ms) = ms else { return "-".into() };
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}")
+}
+
+/// `1h02m`, `3m20s`, `12s`, `<1s`.
+fn duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "<1s".into(),
+        1..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// Rows of cells under a header, rendered as aligned text or CSV.
+struct Grid {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Grid {
+    fn new(header: &[&str]) -> Grid {
+        Grid::with_header(header.iter().map(|h| h.to_string()).collect())
+    }
+
+    fn with_header(header: Vec<String>) -> Grid {
+        Grid {
+            header,
+            rows: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, row: Vec<String>) {
+        debug_assert_eq!(
+            row.len(),
+            self.header.len(),
+            "a grid row has one cell per column"
+        );
+        self.rows.push(row);
+    }
+
+    fn render(&self, csv: bool) -> String {
+        if csv { self.csv() } else { self.text() }
+    }
+
+    fn csv(&self) -> String {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(&self.header).expect("write to memory");
+        for row in &self.rows {
+            w.write_record(row).expect("write to memory");
+        }
+        String::from_utf8(w.into_inner().expect("flush to memory")).expect("cells are UTF-8")
+    }
+
+    /// Columns padded to their widest cell, two spaces apart; headers upper case.
+    fn text(&self) -> String {
+        let header: Vec<String> = self.header.iter().map(|h| h.to_uppercase()).collect();
+        let lines: Vec<&Vec<String>> = std::iter::once(&header).chain(&self.rows).collect();
+        let widths: Vec<usize> = (0..header.len())
+            .map(|i| {
+                lines
+                    .iter()
+                    .map(|l| l[i].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for line in lines {
+            let last = line.len().saturating_sub(1);
+            for (i, c) in line.iter().enumerate() {
+                out.push_str(c);
+                if i < last {
+                    out.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+                }
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// The subcommands under a root like kappa's (`propagate_version`), so
+    /// clap's own checks catch a clash with the `--version` flag.
+    #[derive(Debug, Parser)]
+    #[command(name = "kappa", version, propagate_version = true)]
+    struct Root {
+        #[command(flatten)]
+        table: TableArgs,
+    }
+
+    #[test]
+    fn arguments_are_consistent() {
+        Root::command().debug_assert();
+        let root = Root::parse_from(["kappa", "show", "pageviews", "--version", "v3", "--csv"]);
+        assert!(root.table.csv);
+        let TableCommand::Show(show) = root.table.command else {
+            panic!("show")
+        };
+        assert_eq!(show.version, Some(TableVersion(3)));
+    }
+
+    #[test]
+    fn times_and_durations_read_well() {
+        assert_eq!(time(Some(0)), "1970-01-01 00:00:00");
+        assert_eq!(time(Some(1_795_946_163_000)), "2026-11-29 09:56:03");
+        assert_eq!(time(None), "-");
+        assert_eq!(duration(Duration::from_millis(300)), "<1s");
+        assert_eq!(duration(Duration::from_secs(200)), "3m20s");
+        assert_eq!(duration(Duration::from_secs(3720)), "1h02m");
+    }
+
+    #[test]
+    fn grids_align_and_quote() {
+        let mut g = Grid::new(&["a", "long_name"]);
+        g.push(vec!["x,y".into(), "1".into()]);
+        assert_eq!(g.render(false), "A    LONG_NAME\nx,y  1\n");
+        assert_eq!(g.render(true), "a,long_name\n\"x,y\",1\n");
+    }
+}

@@ -1,0 +1,171 @@
+//! Event timestamps from row fields: epoch milliseconds or RFC 3339 text.
+//!
+//! A record's event time is an `i64` of milliseconds since the Unix epoch.
+//! Producers take it from a column holding either an integer (already epoch
+//! ms) or an RFC 3339 timestamp, `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` (`t` or
+//! a space may stand for `T`, `z` for `Z`; digits past milliseconds are
+//! truncated). The parser is written by hand — a few dozen lines — rather
+//! than pulling in a date crate for this one format; it validates every
+//! field, so `2024-02-30T00:00:00Z` is an error, not March 1st.
+
+/// Parses a field's text as epoch ms or an RFC 3339 timestamp.
+pub fn parse_event_time(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    let digits = t.strip_prefix('-').unwrap_or(t);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse::<i64>()
+            .map_err(|_| format!("{text:?} does not fit in 64-bit epoch milliseconds"));
+    }
+    parse_rfc3339(t).ok_or_else(|| {
+        format!(
+            "{text:?} is neither epoch milliseconds nor an RFC 3339 timestamp \
+             (YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM))"
+        )
+    })
+}
+
+/// The event time in a JSON value: an integer (epoch ms) or a string.
+pub fn event_time_from_json(json: &serde_json::Value) -> Result<i64, String> {
+    match json {
+        serde_json::Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| format!("{n} is not an integer number of epoch milliseconds")),
+        serde_json::Value::String(s) => parse_event_time(s),
+        other => Err(format!("{other} is not a timestamp")),
+    }
+}
+
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let digits = b.get(from..from + len)?;
+        digits.iter().all(u8::is_ascii_digit).then_some(())?;
+        std::str::from_utf8(digits).ok()?.parse().ok()
+    };
+    let sep = |at: usize, allowed: &[u8]| b.get(at).is_some_and(|c| allowed.contains(c));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    let valid_date = (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day);
+    // 60 is allowed for a leap second; it counts as the next minute's 0.
+    if !valid_date || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut at = 19;
+    let mut millis = 0;
+    if sep(at, b".") {
+        let digits = b[at + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits == 0 {
+            return None;
+        }
+        let kept = digits.min(3);
+        millis = num(at + 1, kept)? * 10_i64.pow(3 - kept as u32);
+        at += 1 + digits;
+    }
+    let offset_min = match b.get(at..)? {
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (h, m) = (num(at + 1, 2)?, num(at + 4, 2)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            if *sign == b'+' {
+                h * 60 + m
+            } else {
+                -(h * 60 + m)
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = ((days * 24 + hour) * 60 + minute - offset_min) * 60 + second;
+    Some(secs * 1000 + millis)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// `days_from_civil`, exact for every year).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_millis_and_rfc3339() {
+        assert_eq!(parse_event_time("1700000000123"), Ok(1_700_000_000_123));
+        assert_eq!(parse_event_time("-5"), Ok(-5));
+        assert_eq!(parse_event_time("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(
+            parse_event_time("2023-11-14T22:13:20.123Z"),
+            Ok(1_700_000_000_123)
+        );
+        assert_eq!(
+            parse_event_time("2023-11-15T00:13:20.1234567+02:00"),
+            Ok(1_700_000_000_123)
+        );
+        assert_eq!(
+            parse_event_time("2023-11-14 21:13:20.5-01:00"),
+            Ok(1_700_000_000_500)
+        );
+        assert_eq!(
+            parse_event_time("2000-02-29t00:00:00z"),
+            Ok(951_782_400_000)
+        );
+        assert_eq!(parse_event_time("1969-12-31T23:59:59.999Z"), Ok(-1));
+    }
+
+    #[test]
+    fn invalid_timestamps_are_errors() {
+        for bad in [
+            "",
+            "x",
+            "1.5",
+            "2023-02-29T00:00:00Z",
+            "2023-13-01T00:00:00Z",
+            "2023-01-01T24:00:00Z",
+            "2023-01-01T00:00:00",
+            "2023-01-01T00:00:00.Z",
+            "2023-01-01T00:00:00+0100",
+            "2023-01-01T00:00:00Zjunk",
+            "99999999999999999999",
+        ] {
+            assert!(parse_event_time(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn json_values() {
+        use serde_json::json;
+        assert_eq!(event_time_from_json(&json!(42)), Ok(42));
+        assert_eq!(
+            event_time_from_json(&json!("1970-01-01T00:00:01Z")),
+            Ok(1000)
+        );
+        assert!(event_time_from_json(&json!(1.5)).is_err());
+        assert!(event_time_from_json(&json!(true)).is_err());
+    }
+}

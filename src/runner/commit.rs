@@ -1,0 +1,217 @@
+//! The committer of a stream run: the single writer that turns each
+//! completed epoch's output changes, and the input offsets that epoch
+//! covers, into ONE table-store transaction.
+//!
+//! Invariants (the exactly-once mechanism):
+//! - epochs are committed in order, each exactly once, and only when the
+//!   dataflow's frontier has passed it (no more changes at that time can come);
+//! - an epoch's offsets are exactly those of the records inserted at that
+//!   epoch (workers record them before inserting the rows), so after any
+//!   crash the table and its offsets agree;
+//! - epoch 0 is the replay of what is already committed: its changes are
+//!   the table's current content, so they are dropped, not applied.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use differential_dataflow::consolidation::consolidate;
+
+use crate::job::Time;
+use crate::log::Log;
+use crate::table::{DeploymentState, EpochStats, PartitionLag, TableError, TableStore};
+use crate::value::Row;
+
+/// What the workers record about one epoch before inserting its rows.
+#[derive(Debug, Default)]
+pub struct EpochLog {
+    /// `(input, topic, partition, next offset)` for partitions read in the epoch.
+    pub offsets: Vec<(String, String, u32, u64)>,
+    pub records: u64,
+    /// When the first worker closed the epoch.
+    pub closed: Option<Instant>,
+}
+
+/// Epoch logs shared by the workers (written by all, taken by the committer).
+pub type EpochLogs = Mutex<BTreeMap<Time, EpochLog>>;
+
+/// What a building version does once it has caught up with the log.
+#[derive(Clone, Debug)]
+pub struct CatchUp {
+    /// Caught up when the total lag behind the log end is at most this.
+    pub max_lag: u64,
+    /// Swap the views to this version when caught up (else wait for `kappa table swap`).
+    pub swap: bool,
+    /// Retired versions kept after a swap (older ones are dropped).
+    pub keep: usize,
+}
+
+/// Worker 0's committer state.
+pub struct Committer {
+    /// Set while the deployment is building: when and how it goes live.
+    pub catch_up: Option<CatchUp>,
+    /// Last time the deployment's state was checked while idle.
+    pub last_state_check: Instant,
+    pub store: TableStore,
+    pub deployment: i64,
+    pub log: Log,
+    /// Per partition `(topic, partition)`, the committed next offset (for lag).
+    pub positions: BTreeMap<(String, u32), u64>,
+    /// The next epoch to commit.
+    pub next: Time,
+    /// Changes received, by epoch, tagged with their output index.
+    pub stash: BTreeMap<Time, Vec<((usize, Row), isize)>>,
+    pub outputs: usize,
+    pub records_total: u64,
+    pub started: Instant,
+    pub last_report: Instant,
+    pub lag: Vec<PartitionLag>,
+    pub quiet: bool,
+}
+
+impl Committer {
+    /// Commits every epoch that the frontier has passed, in order.
+    /// `complete(t)` tells whether epoch `t` is complete; `last` is the
+    /// highest epoch any worker has recorded.
+    pub fn commit_ready(
+        &mut self,
+        logs: &EpochLogs,
+        bad_rows: u64,
+        complete: impl Fn(Time) -> bool,
+    ) -> Result<(), TableError> {
+        loop {
+            let last = {
+                let logs = logs.lock().expect("epoch logs poisoned");
+                logs.keys().next_back().copied().unwrap_or(0)
+            };
+            let last = last.max(self.stash.keys().next_back().copied().unwrap_or(0));
+            if self.next > last || !complete(self.next) {
+                return Ok(());
+            }
+            let epoch = self.next;
+            let log = logs.lock().expect("epoch logs poisoned").remove(&epoch).unwrap_or_default();
+            let changes = self.stash.remove(&epoch).unwrap_or_default();
+            if epoch > 0 {
+                self.commit(epoch, log, changes, bad_rows)?;
+            }
+            self.next += 1;
+            self.after_epoch()?;
+        }
+    }
+
+    /// Between epochs: a building version checks whether it has caught up
+    /// (and swaps in); every version notices, even when idle, that it was
+    /// retired by a swap elsewhere (`commit_epoch` would refuse its next epoch).
+    fn after_epoch(&mut self) -> Result<(), TableError> {
+        // A building version checks every epoch (it must not miss the moment
+        // it catches up); a live one a few times a second.
+        if self.catch_up.is_none() && self.last_state_check.elapsed() < Duration::from_millis(200) {
+            return Ok(());
+        }
+        self.last_state_check = Instant::now();
+        let state = self.store.deployment(self.deployment)?.state;
+        if !state.accepts_epochs() {
+            return Err(TableError::StateConflict { id: self.deployment, state, action: "apply epochs" });
+        }
+        let Some(catch_up) = self.catch_up.clone() else { return Ok(()) };
+        if self.next < 2 {
+            // Epoch 0 is the replay of what was committed before; lag is
+            // only meaningful once this run has committed an epoch of its own.
+            return Ok(());
+        }
+        if state == DeploymentState::Live {
+            // Swapped in by hand (`kappa table swap`).
+            self.catch_up = None;
+            return Ok(());
+        }
+        self.refresh_lag();
+        let lag: u64 = self.lag.iter().map(|l| l.lag).sum();
+        if lag > catch_up.max_lag {
+            return Ok(());
+        }
+        let d = self.store.deployment(self.deployment)?;
+        if d.caught_up_at.is_none() {
+            self.store.mark_caught_up(self.deployment)?;
+            eprintln!("kappa: {} caught up (lag {lag})", d.version);
+        }
+        if catch_up.swap {
+            let retired = self.store.swap(self.deployment)?;
+            let outputs: Vec<String> = d.outputs.iter().map(|o| o.name.clone()).collect();
+            let dropped = self.store.retire_old(&outputs, catch_up.keep)?;
+            eprintln!(
+                "kappa: swapped {} to {} (retired deployments {retired:?}, dropped {dropped:?}); streaming on as the live version",
+                outputs.join(","),
+                d.version
+            );
+            self.catch_up = None;
+        }
+        Ok(())
+    }
+
+    fn commit(
+        &mut self,
+        epoch: Time,
+        log: EpochLog,
+        mut changes: Vec<((usize, Row), isize)>,
+        bad_rows: u64,
+    ) -> Result<(), TableError> {
+        consolidate(&mut changes);
+        // An idle epoch (nothing read, nothing changed) needs no transaction.
+        if changes.is_empty() && log.records == 0 {
+            return Ok(());
+        }
+        let mut per_output: Vec<Vec<(Row, isize)>> = vec![Vec::new(); self.outputs];
+        for ((i, row), diff) in changes {
+            per_output[i].push((row, diff));
+        }
+        for (_, topic, partition, next) in &log.offsets {
+            self.positions.insert((topic.clone(), *partition), *next);
+        }
+        self.records_total += log.records;
+        let now = Instant::now();
+        self.refresh_lag();
+        let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
+        let stats = EpochStats {
+            records: log.records,
+            bad_rows_total: bad_rows,
+            epoch_ms: log.closed.map_or(0, |c| now.duration_since(c).as_millis() as u64),
+            records_per_sec: self.records_total as f64 / elapsed,
+            lag: self.lag.clone(),
+        };
+        self.store.commit_epoch(self.deployment, &per_output, &log.offsets, &stats)?;
+        if !self.quiet && now.duration_since(self.last_report) >= Duration::from_secs(5) {
+            self.report(epoch, &stats);
+            self.last_report = now;
+        }
+        Ok(())
+    }
+
+    /// Lag per partition: the log's end offset minus the committed offset.
+    pub fn refresh_lag(&mut self) {
+        let mut lag = Vec::new();
+        let topics: std::collections::BTreeSet<&String> = self.positions.keys().map(|(t, _)| t).collect();
+        for topic in topics {
+            let Ok(info) = self.log.topic(topic) else { continue };
+            for p in info.partitions {
+                let at = self.positions.get(&(topic.clone(), p.partition)).copied().unwrap_or(0);
+                lag.push(PartitionLag { topic: topic.clone(), partition: p.partition, lag: p.latest.saturating_sub(at) });
+            }
+        }
+        self.lag = lag;
+    }
+
+    /// One progress line on stderr.
+    pub fn report(&self, epoch: Time, stats: &EpochStats) {
+        let lag: u64 = stats.lag.iter().map(|l| l.lag).sum();
+        eprintln!(
+            "kappa stream: epoch {epoch}: {} records applied, {:.0} records/s, lag {lag}, epoch latency {} ms, {} bad rows",
+            self.records_total, stats.records_per_sec, stats.epoch_ms, stats.bad_rows_total
+        );
+    }
+}
+
+/// True when a commit was refused because the deployment is no longer
+/// applying epochs (swapped out or dropped): the stream should exit cleanly.
+pub fn is_retired(e: &TableError) -> bool {
+    matches!(e, TableError::StateConflict { state: DeploymentState::Retired | DeploymentState::Dropped, .. })
+}

@@ -1,0 +1,340 @@
+//! The stream runner: a planned job over log topics, maintaining its outputs
+//! as tables, exactly once.
+//!
+//! Epoch 0 replays every input partition from its earliest retained offset
+//! up to the offsets the deployment has committed, rebuilding the job's state
+//! without re-applying its output (the committer drops epoch 0). Epochs 1, 2,
+//! ... then read what the log holds beyond: a worker closes an epoch as soon
+//! as it has read everything visible (or `max_records`), or after
+//! `max_latency` when nothing arrives, so latency stays low when idle and
+//! epochs grow under load. All output changes go to worker 0, whose
+//! committer writes each completed epoch with its offsets in one transaction
+//! ([`super::commit`]).
+//!
+//! Partitions are dealt to workers round-robin. Stopping (a signal, an error,
+//! or `until_caught_up`) closes a worker's inputs at an epoch boundary; what
+//! was inserted is still committed with its offsets, and anything not
+//! committed is simply read again on restart.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use differential_dataflow::input::Input;
+use timely::dataflow::ProbeHandle;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::operator::Operator;
+
+use super::commit::{Committer, EpochLog, EpochLogs, is_retired};
+pub use super::commit::CatchUp;
+use super::{RunError, WorkerConfig};
+use crate::job::{Plan, Time};
+use crate::log::{Log, Start};
+use crate::source::topic::{PartitionSource, TopicInput};
+use crate::source::{BadRows, ReadOptions, SourceError};
+use crate::table::TableStore;
+use crate::value::Row;
+
+/// How epochs are cut.
+#[derive(Clone, Copy, Debug)]
+pub struct EpochConfig {
+    /// Longest wait for records before an epoch is closed.
+    pub max_latency: Duration,
+    /// Most records one worker puts in one epoch.
+    pub max_records: usize,
+}
+
+impl Default for EpochConfig {
+    fn default() -> Self {
+        EpochConfig { max_latency: Duration::from_millis(100), max_records: 100_000 }
+    }
+}
+
+/// A stream job, ready to run.
+pub struct StreamRun {
+    pub plan: Plan,
+    /// Inputs in the job's spec order.
+    pub inputs: Vec<TopicInput>,
+    pub log_dir: std::path::PathBuf,
+    pub table_db: std::path::PathBuf,
+    pub deployment: i64,
+    pub workers: WorkerConfig,
+    pub options: ReadOptions,
+    pub epochs: EpochConfig,
+    /// Stop once every partition has been read to its end.
+    pub until_caught_up: bool,
+    /// Set (by a signal handler) to stop at the next epoch boundary.
+    pub stop: Arc<AtomicBool>,
+    /// No progress lines on stderr.
+    pub quiet: bool,
+    /// For a building version (reprocess, rollback): when to go live.
+    pub catch_up: Option<CatchUp>,
+}
+
+/// How a stream run ended.
+#[derive(Debug)]
+pub struct StreamResult {
+    pub records: u64,
+    pub bad_rows: BadRows,
+    /// The deployment was retired (swapped out) while running.
+    pub retired: bool,
+}
+
+struct Shared {
+    run: StreamRun,
+    /// `(input index, partition)` in a fixed order; worker `k % peers` reads entry `k`.
+    assignments: Vec<(usize, u32)>,
+    /// Committed next offset per `(input index, partition)`.
+    resume: BTreeMap<(usize, u32), u64>,
+    logs: EpochLogs,
+    failure: Mutex<Option<RunError>>,
+    bad_rows: AtomicU64,
+    records: AtomicU64,
+    retired: AtomicBool,
+}
+
+impl StreamRun {
+    /// Runs until stopped, caught up (if asked) or failed.
+    pub fn run(self) -> Result<StreamResult, RunError> {
+        let config = self.workers.timely_config()?;
+        let store = TableStore::open(&self.table_db)?;
+        let committed = store.offsets(self.deployment)?;
+        let mut resume = BTreeMap::new();
+        let mut assignments = Vec::new();
+        for (i, input) in self.inputs.iter().enumerate() {
+            for p in 0..input.partitions {
+                assignments.push((i, p));
+                let at = committed.get(&(input.schema.name.clone(), p)).copied().unwrap_or(0);
+                resume.insert((i, p), at);
+            }
+        }
+        drop(store);
+        let shared = Arc::new(Shared {
+            run: self,
+            assignments,
+            resume,
+            logs: Mutex::new(BTreeMap::new()),
+            failure: Mutex::new(None),
+            bad_rows: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+        });
+        let worker_shared = shared.clone();
+        let guards = timely::execute(config, move |worker| worker_shared.work(worker)).map_err(RunError::Timely)?;
+        let mut bad_rows = BadRows::default();
+        for result in guards.join() {
+            bad_rows.merge(result.map_err(RunError::WorkerPanic)?);
+        }
+        if let Some(e) = shared.failure.lock().expect("failure slot poisoned").take() {
+            return Err(e);
+        }
+        Ok(StreamResult {
+            records: shared.records.load(Ordering::Relaxed),
+            bad_rows,
+            retired: shared.retired.load(Ordering::Relaxed),
+        })
+    }
+}
+
+impl Shared {
+    fn fail(&self, e: RunError) {
+        let mut slot = self.failure.lock().expect("failure slot poisoned");
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.run.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn work(self: &Arc<Self>, worker: &mut timely::worker::Worker) -> BadRows {
+        let mut bad = BadRows::default();
+        if let Err(e) = self.drive(worker, &mut bad) {
+            self.fail(e);
+        }
+        bad
+    }
+
+    fn drive(self: &Arc<Self>, worker: &mut timely::worker::Worker, bad: &mut BadRows) -> Result<(), RunError> {
+        let (index, peers) = (worker.index(), worker.peers());
+        let log = Log::open(&self.run.log_dir).map_err(|source| SourceError::Log { topic: String::new(), source })?;
+        let mut committer = if index == 0 { Some(self.committer(&log)?) } else { None };
+        let plan = &self.run.plan;
+        let probe = ProbeHandle::new();
+        let shared = self.clone();
+        let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
+            let (sessions, collections): (Vec<_>, Vec<_>) =
+                plan.inputs.iter().map(|_| scope.new_collection::<Row, isize>()).unzip();
+            let tagged = plan
+                .dataflow
+                .build(collections)
+                .into_iter()
+                .enumerate()
+                .map(|(i, out)| out.map(move |row| (i, row)))
+                .reduce(|a, b| a.concat(b))
+                .expect("a job has at least one output")
+                .probe_with(&probe);
+            tagged.inner.sink(Exchange::new(|_: &((usize, Row), Time, isize)| 0), "Commit", move |(input, frontier)| {
+                let Some(committer) = committer.as_mut() else { return };
+                input.for_each(|_cap, data| {
+                    // Epoch 0 is the replay of what the tables already hold.
+                    for (change, time, diff) in data.drain(..).filter(|(_, t, _)| *t > 0) {
+                        committer.stash.entry(time).or_default().push((change, diff));
+                    }
+                });
+                let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
+                if let Err(e) = committer.commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t)) {
+                    if is_retired(&e) {
+                        shared.retired.store(true, Ordering::Relaxed);
+                        shared.run.stop.store(true, Ordering::Relaxed);
+                    } else {
+                        shared.fail(RunError::Table(e));
+                    }
+                }
+            });
+            sessions
+        });
+        let mut parts = self.open_partitions(&log, index, peers)?;
+        // Epoch 0: replay up to the committed offsets.
+        for (input, part) in &mut parts {
+            let until = self.resume[&(*input, part.partition())];
+            let session = &mut sessions[*input];
+            while part.position() < until {
+                let n = part.read(1 << 16, Some(until), &self.run.options, bad, &mut |row, diff| session.update(row, diff))?;
+                if n == 0 {
+                    break;
+                }
+                worker.step();
+            }
+        }
+        // Bad rows are counted as they are met, so each commit reports the
+        // total among the records it covers (a replay meets them again).
+        let mut reported = bad.count;
+        self.bad_rows.fetch_add(reported, Ordering::Relaxed);
+        let mut epoch: Time = 1;
+        for s in &mut sessions {
+            s.advance_to(epoch);
+            s.flush();
+        }
+        while !self.run.stop.load(Ordering::Relaxed) {
+            let (records, drained) = self.read_epoch(&mut parts, &mut sessions, bad, epoch)?;
+            self.records.fetch_add(records, Ordering::Relaxed);
+            self.bad_rows.fetch_add(bad.count - reported, Ordering::Relaxed);
+            reported = bad.count;
+            epoch += 1;
+            for s in &mut sessions {
+                s.advance_to(epoch);
+                s.flush();
+            }
+            worker.step_while(|| probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed));
+            if self.run.until_caught_up && drained {
+                break;
+            }
+        }
+        sessions.clear();
+        while worker.step_or_park(Some(Duration::from_millis(10))) {}
+        Ok(())
+    }
+
+    /// Reads one epoch from this worker's partitions; returns the records
+    /// read and whether everything visible was read.
+    fn read_epoch(
+        &self,
+        parts: &mut [(usize, PartitionSource)],
+        sessions: &mut [differential_dataflow::input::InputSession<Time, Row, isize>],
+        bad: &mut BadRows,
+        epoch: Time,
+    ) -> Result<(u64, bool), RunError> {
+        let cfg = self.run.epochs;
+        let deadline = Instant::now() + cfg.max_latency;
+        let mut total = 0usize;
+        let mut drained;
+        // The epoch's changes are held back until it is read whole and its
+        // offsets are recorded: rows must never reach the dataflow (and so a
+        // commit) without the offsets that cover them, even when a read fails.
+        let mut changes: Vec<(usize, Row, isize)> = Vec::new();
+        loop {
+            drained = true;
+            for (input, part) in parts.iter_mut() {
+                let room = cfg.max_records.saturating_sub(total);
+                let input = *input;
+                let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| changes.push((input, row, diff)))?;
+                total += n;
+                drained &= n < room;
+            }
+            // An idle worker closes the epoch as soon as another one has, so
+            // that it does not hold back their records' latency.
+            let others_closed = drained && self.logs.lock().expect("epoch logs poisoned").get(&epoch).is_some_and(|e| e.closed.is_some());
+            let done = total >= cfg.max_records || (total > 0 && drained) || others_closed || Instant::now() >= deadline;
+            if done || self.run.stop.load(Ordering::Relaxed) || (self.run.until_caught_up && drained) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let offsets = parts
+            .iter()
+            .map(|(input, part)| {
+                let name = self.run.inputs[*input].schema.name.clone();
+                (name, self.run.inputs[*input].topic.clone(), part.partition(), part.position())
+            })
+            .collect();
+        let mut logs = self.logs.lock().expect("epoch logs poisoned");
+        let entry = logs.entry(epoch).or_insert_with(EpochLog::default);
+        entry.offsets.extend::<Vec<_>>(offsets);
+        entry.records += total as u64;
+        entry.closed.get_or_insert_with(Instant::now);
+        drop(logs);
+        for (input, row, diff) in changes {
+            sessions[input].update(row, diff);
+        }
+        Ok((total as u64, drained))
+    }
+
+    /// Opens this worker's partitions at their earliest retained offsets.
+    fn open_partitions(&self, log: &Log, index: usize, peers: usize) -> Result<Vec<(usize, PartitionSource)>, RunError> {
+        let mut parts = Vec::new();
+        for &(input, partition) in self.assignments.iter().skip(index).step_by(peers) {
+            let topic = &self.run.inputs[input];
+            let part = PartitionSource::open(log, topic, partition, self.run.plan.inputs[input].clone(), Start::Earliest)?;
+            let committed = self.resume[&(input, partition)];
+            if part.position() > 0 && committed > 0 && !topic.compacted {
+                // Retention deleted records this deployment applied: its state
+                // cannot be rebuilt by replay.
+                return Err(RunError::Replay(format!(
+                    "topic {} partition {partition}: records below offset {} were deleted by retention, so the state \
+                     built from them cannot be rebuilt (use a longer retention, or reprocess from what is left)",
+                    topic.topic,
+                    part.position()
+                )));
+            }
+            parts.push((input, part));
+        }
+        Ok(parts)
+    }
+
+    fn committer(&self, log: &Log) -> Result<Committer, RunError> {
+        let store = TableStore::open(&self.run.table_db)?;
+        let mut positions = BTreeMap::new();
+        for (&(input, partition), &at) in &self.resume {
+            positions.insert((self.run.inputs[input].topic.clone(), partition), at);
+        }
+        let now = Instant::now();
+        let mut committer = Committer {
+            catch_up: self.run.catch_up.clone(),
+            last_state_check: now,
+            store,
+            deployment: self.run.deployment,
+            log: log.clone(),
+            positions,
+            next: 0,
+            stash: BTreeMap::new(),
+            outputs: self.run.plan.outputs.len(),
+            records_total: 0,
+            started: now,
+            last_report: now,
+            lag: Vec::new(),
+            quiet: self.run.quiet,
+        };
+        committer.refresh_lag();
+        Ok(committer)
+    }
+}

@@ -1,0 +1,198 @@
+//! Log topics as input collections: records become typed, projected rows
+//! with differences, exactly as the same rows would be read from files.
+//!
+//! Record values are JSON arrays (see [`crate::log::rows`]): in a CSV topic
+//! each element is a field's raw text and is typed with the same
+//! [`ColumnType::parse`] as a CSV file; in a JSON lines topic elements are
+//! already typed and only coerced. So a job reading a topic sees the same
+//! collection it would see reading the files that were produced into it.
+//!
+//! Plain topics are append-only event collections: each record inserts its
+//! row. Compacted topics are changelogs, read as tables: a record with a key
+//! replaces the previous row for that key (retract the old, insert the new)
+//! and a tombstone (empty value) retracts it. Keyless records in a compacted
+//! topic are appended like events. The previous row per key is kept in
+//! memory, and rebuilt on restart by replaying the partition.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::Value as Json;
+
+use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
+use crate::log::rows::{RowFormat, decode_fields, from_json};
+use crate::log::{Log, PartitionReader, Record, Start};
+use crate::schema::{ColumnType, InputSchema, Projection};
+use crate::value::{Row, Value};
+
+/// One job input bound to a log topic.
+#[derive(Clone, Debug)]
+pub struct TopicInput {
+    pub topic: String,
+    /// The job's input name and the topic's columns.
+    pub schema: InputSchema,
+    pub format: RowFormat,
+    pub compacted: bool,
+    pub partitions: u32,
+}
+
+impl TopicInput {
+    /// Looks the topic up; it must already carry rows (its columns are set
+    /// by the first producer).
+    pub fn resolve(log: &Log, name: &str, topic: &str) -> Result<TopicInput, SourceError> {
+        let info = log.topic(topic).map_err(|source| SourceError::Log { topic: topic.into(), source })?;
+        let format = match (info.config.row_format, info.config.columns.is_empty()) {
+            (Some(f), false) => f,
+            _ => return Err(SourceError::NoColumns { topic: topic.into() }),
+        };
+        Ok(TopicInput {
+            topic: topic.into(),
+            schema: InputSchema { name: name.into(), columns: info.config.columns.clone() },
+            format,
+            compacted: info.config.compact,
+            partitions: info.config.partitions,
+        })
+    }
+}
+
+/// One partition of one input, read by one worker.
+pub struct PartitionSource {
+    input: TopicInput,
+    partition: u32,
+    projection: Projection,
+    reader: PartitionReader,
+    /// Records read from the log but not yet handed out (a bounded read stopped before them).
+    pending: VecDeque<Record>,
+    /// Compacted topics: the current row of each key.
+    current: HashMap<Vec<u8>, Row>,
+}
+
+impl PartitionSource {
+    /// Opens `partition` of `input` at `from`.
+    pub fn open(
+        log: &Log,
+        input: &TopicInput,
+        partition: u32,
+        projection: Projection,
+        from: Start,
+    ) -> Result<PartitionSource, SourceError> {
+        let reader = log
+            .reader(&input.topic, partition, from)
+            .map_err(|source| SourceError::Log { topic: input.topic.clone(), source })?;
+        Ok(PartitionSource {
+            input: input.clone(),
+            partition,
+            projection,
+            reader,
+            pending: VecDeque::new(),
+            current: HashMap::new(),
+        })
+    }
+
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// The offset of the next record this source will read.
+    pub fn position(&self) -> u64 {
+        self.pending.front().map_or(self.reader.position(), |r| r.offset)
+    }
+
+    /// Reads up to `max` records that are visible now and lie below `until`
+    /// (if given), calling `emit` with each row change. Returns the number of
+    /// records consumed (bad ones included).
+    pub fn read(
+        &mut self,
+        max: usize,
+        until: Option<u64>,
+        options: &ReadOptions,
+        bad: &mut BadRows,
+        emit: &mut dyn FnMut(Row, isize),
+    ) -> Result<usize, SourceError> {
+        let mut consumed = 0;
+        while consumed < max {
+            if self.pending.is_empty() {
+                let batch = self
+                    .reader
+                    .next_batch(max - consumed)
+                    .map_err(|source| SourceError::Log { topic: self.input.topic.clone(), source })?;
+                if batch.is_empty() {
+                    break;
+                }
+                self.pending.extend(batch);
+            }
+            let record = self.pending.front().expect("refilled above");
+            if until.is_some_and(|u| record.offset >= u) {
+                break;
+            }
+            let record = self.pending.pop_front().expect("checked above");
+            consumed += 1;
+            if let Err((column, problem)) = self.apply(&record, options, emit) {
+                let at = RowLocation {
+                    place: Place::Record {
+                        topic: self.input.topic.clone(),
+                        partition: self.partition,
+                        offset: record.offset,
+                    },
+                    column: column.map(|c| (c + 1, self.input.schema.columns[c].clone())),
+                };
+                match options.on_bad_row {
+                    BadRowPolicy::Fail => return Err(SourceError::BadRow { at, problem }),
+                    BadRowPolicy::Skip => bad.record(at, problem),
+                }
+            }
+        }
+        Ok(consumed)
+    }
+
+    /// Turns one record into row changes.
+    fn apply(
+        &mut self,
+        record: &Record,
+        options: &ReadOptions,
+        emit: &mut dyn FnMut(Row, isize),
+    ) -> Result<(), (Option<usize>, String)> {
+        let keyed = self.input.compacted.then_some(record.key.as_ref()).flatten();
+        if record.is_tombstone() {
+            let Some(key) = keyed else {
+                return Err((None, "empty value (a tombstone) in a topic that is not a keyed changelog".into()));
+            };
+            if let Some(old) = self.current.remove(key) {
+                emit(old, -1);
+            }
+            return Ok(());
+        }
+        let row = self.decode(&record.value, options)?;
+        match keyed {
+            Some(key) => {
+                if let Some(old) = self.current.insert(key.clone(), row.clone()) {
+                    emit(old, -1);
+                }
+                emit(row, 1);
+            }
+            None => emit(row, 1),
+        }
+        Ok(())
+    }
+
+    /// The projected, typed row of a record value.
+    fn decode(&self, value: &[u8], options: &ReadOptions) -> Result<Row, (Option<usize>, String)> {
+        let mut fields = decode_fields(value, self.input.schema.columns.len()).map_err(|e| (None, e.to_string()))?;
+        let mut row = Vec::with_capacity(self.projection.columns.len());
+        for &(col, ty) in &self.projection.columns {
+            let json = std::mem::take(&mut fields[col]);
+            row.push(typed(json, self.input.format, ty, options).map_err(|e| (Some(col), e))?);
+        }
+        Ok(row)
+    }
+}
+
+/// Types one element of a row value as the file readers would.
+fn typed(json: Json, format: RowFormat, ty: ColumnType, options: &ReadOptions) -> Result<Value, String> {
+    match (format, json) {
+        (_, Json::Null) => Ok(Value::Null),
+        (_, Json::String(s)) if options.is_null(s.as_bytes()) => Ok(Value::Null),
+        (RowFormat::Csv, Json::String(text)) => ty.parse(&text),
+        (RowFormat::Csv, other) => Err(format!("expected field text in a CSV topic, found {other}")),
+        (RowFormat::Jsonl, json) => ty.coerce(from_json(json)),
+    }
+}

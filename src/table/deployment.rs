@@ -1,0 +1,287 @@
+//! Deployments: one instance of a job writing one version of its output
+//! tables, its lifecycle states, and the progress it reports.
+//!
+//! A deployment is a job name and version, parameter values, a binding of
+//! the job's inputs to log topics, and the schemas of its outputs. All its
+//! outputs share one [`TableVersion`] `N`: its tables are `OUTPUT__vN`.
+//!
+//! Lifecycle (the only transitions the store makes):
+//!
+//! ```text
+//!   create ──▶ building ──swap──▶ live ──(another swaps in)──▶ retired ──drop──▶ dropped
+//!   create ──────────────────────▶ live                        │    ▲
+//!                                   ▲ └───────swap (rollback)──┘    │
+//!                                   └─────── building ◀──reopen─────┘
+//! ```
+//!
+//! Invariants: for any output name at most one deployment is `live`; only
+//! `building` and `live` deployments accept epochs; a `dropped` deployment
+//! has no tables but keeps its catalog row (and its version number, which is
+//! never given out again).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::schema::OutputSchema;
+
+use super::ident;
+
+/// The version number shared by a deployment's output tables; displays as `v7`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TableVersion(pub u32);
+
+impl fmt::Display for TableVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl FromStr for TableVersion {
+    type Err = String;
+
+    /// Accepts `7` and `v7`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let digits = s.strip_prefix(['v', 'V']).unwrap_or(s);
+        match digits.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(TableVersion(n)),
+            _ => Err(format!("'{s}' is not a table version (like 3 or v3)")),
+        }
+    }
+}
+
+/// Where a deployment is in its lifecycle (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeploymentState {
+    /// Being filled; not visible through the views.
+    Building,
+    /// The views of its outputs select from its tables.
+    Live,
+    /// Swapped out; its tables are kept for rollback.
+    Retired,
+    /// Its tables are gone; the catalog row is kept for history.
+    Dropped,
+}
+
+impl DeploymentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeploymentState::Building => "building",
+            DeploymentState::Live => "live",
+            DeploymentState::Retired => "retired",
+            DeploymentState::Dropped => "dropped",
+        }
+    }
+
+    /// Whether `commit_epoch` and `set_progress` are accepted.
+    pub fn accepts_epochs(self) -> bool {
+        matches!(self, DeploymentState::Building | DeploymentState::Live)
+    }
+}
+
+impl fmt::Display for DeploymentState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DeploymentState {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "building" => Ok(DeploymentState::Building),
+            "live" => Ok(DeploymentState::Live),
+            "retired" => Ok(DeploymentState::Retired),
+            "dropped" => Ok(DeploymentState::Dropped),
+            _ => Err(format!("unknown deployment state '{s}'")),
+        }
+    }
+}
+
+/// What `create_deployment` needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewDeployment {
+    pub job: String,
+    pub job_version: u32,
+    /// Parameter values, `K=V`, in the order given.
+    pub params: Vec<(String, String)>,
+    /// The job's inputs, each bound to a log topic: (input name, topic).
+    pub inputs: Vec<(String, String)>,
+    pub outputs: Vec<OutputSchema>,
+    /// `Building` (a reprocess) or `Live` (the first deployment of a stream).
+    pub state: DeploymentState,
+    pub note: Option<String>,
+}
+
+/// How far one log partition's end is ahead of what a deployment applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: u32,
+    /// Log end offset minus the next offset the deployment will read.
+    pub lag: u64,
+}
+
+/// What a runner reports with each epoch (or, without changes, in
+/// `set_progress`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EpochStats {
+    /// Input records applied in this epoch (added to the running total).
+    pub records: u64,
+    /// Bad input rows seen so far, in total (replaces the stored figure).
+    pub bad_rows_total: u64,
+    /// Wall time of this epoch, from first record read to commit.
+    pub epoch_ms: u64,
+    /// The runner's current throughput estimate.
+    pub records_per_sec: f64,
+    /// Lag per topic partition after this epoch.
+    pub lag: Vec<PartitionLag>,
+}
+
+/// The progress figures stored in the catalog.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub records_applied: u64,
+    pub bad_rows: u64,
+    pub epochs: u64,
+    /// Unix ms of the last commit or progress report.
+    pub last_epoch_at: Option<i64>,
+    pub last_epoch_ms: Option<u64>,
+    pub records_per_sec: Option<f64>,
+    pub lag: Vec<PartitionLag>,
+}
+
+impl Progress {
+    /// The sum of the lag over all partitions.
+    pub fn total_lag(&self) -> u64 {
+        self.lag.iter().map(|l| l.lag).sum()
+    }
+
+    /// Lag divided by rate: how long until caught up at the current rate
+    /// (`None` without a positive rate). Zero when there is no lag.
+    pub fn eta(&self) -> Option<Duration> {
+        let lag = self.total_lag();
+        if lag == 0 {
+            return Some(Duration::ZERO);
+        }
+        let rate = self.records_per_sec.filter(|r| r.is_finite() && *r > 0.0)?;
+        Some(Duration::from_secs_f64(lag as f64 / rate))
+    }
+}
+
+/// A deployment as the catalog records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Deployment {
+    pub id: i64,
+    pub job: String,
+    pub job_version: u32,
+    pub version: TableVersion,
+    pub params: Vec<(String, String)>,
+    pub inputs: Vec<(String, String)>,
+    pub outputs: Vec<OutputSchema>,
+    pub state: DeploymentState,
+    /// Unix ms.
+    pub created_at: i64,
+    pub caught_up_at: Option<i64>,
+    /// When it last became live.
+    pub swapped_at: Option<i64>,
+    pub progress: Progress,
+    pub note: Option<String>,
+}
+
+impl Deployment {
+    /// The table of output `index` (in plan order): `OUTPUT__vN`.
+    pub fn table(&self, index: usize) -> String {
+        ident::table_name(&self.outputs[index].name, self.version.0)
+    }
+
+    /// All its tables, in output order.
+    pub fn tables(&self) -> Vec<String> {
+        (0..self.outputs.len()).map(|i| self.table(i)).collect()
+    }
+
+    /// The names of its outputs, in plan order.
+    pub fn output_names(&self) -> Vec<&str> {
+        self.outputs.iter().map(|o| o.name.as_str()).collect()
+    }
+
+    /// The position of output `name` (compared as SQLite compares names).
+    pub fn output_index(&self, name: &str) -> Option<usize> {
+        self.outputs
+            .iter()
+            .position(|o| ident::same_name(&o.name, name))
+    }
+
+    /// The topic an input is bound to.
+    pub fn topic_of(&self, input: &str) -> Option<&str> {
+        self.inputs
+            .iter()
+            .find(|(i, _)| i == input)
+            .map(|(_, t)| t.as_str())
+    }
+}
+
+/// Whether an output's rows form a bag: its key is all its columns, so
+/// equal rows may occur more than once and the view shows `kappa_count`.
+pub fn is_bag(schema: &OutputSchema) -> bool {
+    !schema.columns.is_empty() && (0..schema.columns.len()).all(|i| schema.key.contains(&i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_display_and_parse() {
+        assert_eq!(TableVersion(7).to_string(), "v7");
+        assert_eq!("7".parse::<TableVersion>(), Ok(TableVersion(7)));
+        assert_eq!("v12".parse::<TableVersion>(), Ok(TableVersion(12)));
+        assert!("v0".parse::<TableVersion>().is_err());
+        assert!("x".parse::<TableVersion>().is_err());
+    }
+
+    #[test]
+    fn states_round_trip() {
+        use DeploymentState::*;
+        for s in [Building, Live, Retired, Dropped] {
+            assert_eq!(s.as_str().parse::<DeploymentState>(), Ok(s));
+        }
+        assert!(Building.accepts_epochs() && Live.accepts_epochs());
+        assert!(!Retired.accepts_epochs() && !Dropped.accepts_epochs());
+    }
+
+    #[test]
+    fn eta_is_lag_over_rate() {
+        let lag = |n| PartitionLag {
+            topic: "t".into(),
+            partition: 0,
+            lag: n,
+        };
+        let mut p = Progress {
+            lag: vec![lag(600), lag(400)],
+            records_per_sec: Some(100.0),
+            ..Progress::default()
+        };
+        assert_eq!(p.total_lag(), 1000);
+        assert_eq!(p.eta(), Some(Duration::from_secs(10)));
+        p.records_per_sec = Some(0.0);
+        assert_eq!(p.eta(), None);
+        p.lag.clear();
+        assert_eq!(p.eta(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn bags_are_outputs_keyed_by_every_column() {
+        let schema = |key: Vec<usize>| OutputSchema {
+            name: "o".into(),
+            columns: vec!["a".into(), "b".into()],
+            key,
+        };
+        assert!(is_bag(&schema(vec![0, 1])));
+        assert!(!is_bag(&schema(vec![0])));
+        assert!(!is_bag(&schema(vec![])));
+    }
+}

@@ -1,0 +1,154 @@
+//! The single error type of the table store.
+//!
+//! Invariant: the variants fall in groups a caller can act on separately,
+//! and none of them is a bare string:
+//! - *not found* (`DeploymentNotFound`, `OutputNotFound`, `TableNotFound`,
+//!   `StoreNotFound`): the caller named something the catalog does not have;
+//! - *invalid name* (`InvalidName`) and *invalid request* (`InvalidDeployment`,
+//!   `Arity`, `OutputCount`): the request is malformed and nothing was written;
+//! - *state conflict* (`StateConflict`, `LiveConflict`, `OffsetRegression`,
+//!   `RetractMissing`): the request is well formed but contradicts what the
+//!   store holds (a retired deployment's commit, a retraction of a row that is
+//!   not there); the transaction was rolled back, so the store is as it was.
+//!   A stream process that gets `StateConflict` from `commit_epoch` has been
+//!   swapped out or dropped and should stop;
+//! - *corrupt catalog* (`Corrupt`): the file holds something kappa never
+//!   writes (a catalog JSON that does not parse, a BLOB in an output table);
+//! - *SQLite / I/O* (`Sqlite`, `Io`): the database or the disk failed; the
+//!   data itself may be fine and a retry may succeed (`SQLITE_BUSY` after the
+//!   busy timeout, a full disk).
+
+use std::path::PathBuf;
+
+use super::deployment::DeploymentState;
+
+/// Everything that can go wrong in the table store.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// No table store file at this path (only from `open_existing`).
+    #[error("no table store at {path} (it is created by `kappa stream` or `kappa reprocess`)")]
+    StoreNotFound { path: PathBuf },
+
+    /// No deployment has this id.
+    #[error("deployment {id} does not exist")]
+    DeploymentNotFound { id: i64 },
+
+    /// No deployment (of the given version, or live when none is given) has
+    /// this output.
+    #[error("output '{output}' has no {} deployment", version.map_or("live".to_string(), |v| format!("v{v}")))]
+    OutputNotFound {
+        output: String,
+        version: Option<u32>,
+    },
+
+    /// The name is not an output table the catalog knows (or it was dropped).
+    #[error("table '{table}' is not an output table in the store")]
+    TableNotFound { table: String },
+
+    /// A table, view or column name that is not a valid identifier.
+    #[error("invalid {kind} name '{name}': {reason}")]
+    InvalidName {
+        kind: &'static str,
+        name: String,
+        reason: &'static str,
+    },
+
+    /// A new deployment that does not describe a usable set of tables.
+    #[error("invalid deployment of job '{job}': {reason}")]
+    InvalidDeployment { job: String, reason: String },
+
+    /// The action is not allowed in the deployment's current state.
+    #[error("deployment {id} is {state}: cannot {action}")]
+    StateConflict {
+        id: i64,
+        state: DeploymentState,
+        action: &'static str,
+    },
+
+    /// A second live deployment for an output was requested.
+    #[error(
+        "output '{output}' already has a live deployment ({live}); create a building one and swap"
+    )]
+    LiveConflict { output: String, live: i64 },
+
+    /// An epoch's offset is below the one already committed: the caller is
+    /// replaying from the wrong place, and applying would count twice.
+    #[error(
+        "deployment {id}: offset for input '{input}' partition {partition} would go back \
+         from {committed} to {given}"
+    )]
+    OffsetRegression {
+        id: i64,
+        input: String,
+        partition: u32,
+        committed: u64,
+        given: u64,
+    },
+
+    /// A retraction of more copies of a row than the table holds: the changes
+    /// do not continue what was committed.
+    #[error("table '{table}': retraction of {diff} copies of {row} which the table does not hold")]
+    RetractMissing {
+        table: String,
+        row: String,
+        diff: i64,
+    },
+
+    /// `commit_epoch` got a number of change lists other than the
+    /// deployment's number of outputs.
+    #[error("deployment {id} has {expected} outputs, but changes were given for {actual}")]
+    OutputCount {
+        id: i64,
+        expected: usize,
+        actual: usize,
+    },
+
+    /// A row whose length is not the table's number of columns.
+    #[error("table '{table}' has {expected} columns, but a row has {actual}")]
+    Arity {
+        table: String,
+        expected: usize,
+        actual: usize,
+    },
+
+    /// The store holds something kappa never writes.
+    #[error("corrupt table store ({what}): {reason}")]
+    Corrupt { what: String, reason: String },
+
+    /// Creating the store's directory failed.
+    #[error("cannot create {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// SQLite failed (busy past the timeout, disk full, I/O error, ...).
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl TableError {
+    /// True for the *state conflict* group (see the module docs): the store
+    /// is consistent, but not in the state the caller assumed.
+    pub fn is_state_conflict(&self) -> bool {
+        matches!(
+            self,
+            TableError::StateConflict { .. }
+                | TableError::LiveConflict { .. }
+                | TableError::OffsetRegression { .. }
+                | TableError::RetractMissing { .. }
+        )
+    }
+
+    /// True for the *not found* group.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            TableError::StoreNotFound { .. }
+                | TableError::DeploymentNotFound { .. }
+                | TableError::OutputNotFound { .. }
+                | TableError::TableNotFound { .. }
+        )
+    }
+}

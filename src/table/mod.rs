@@ -1,0 +1,264 @@
+//! Output tables: a job's outputs as SQLite tables, one version per
+//! deployment, with a view per output that readers query and that a swap
+//! moves from one version to the next in one transaction.
+//!
+//! # The store
+//! One SQLite file (default `./kappa-data/tables.db`; the caller passes the
+//! path) in WAL mode, so any SQLite client can read it while a writer runs
+//! and sees, in each read transaction, one committed state. Several kappa
+//! processes may use it at once (a `stream` process, a `reprocess` process
+//! writing another deployment, a CLI reading status): writes serialise on
+//! SQLite's write lock, every write transaction is `BEGIN IMMEDIATE` (so it
+//! never fails half-way for want of a lock it could have waited for), and a
+//! busy timeout of [`BUSY_TIMEOUT`] makes a writer wait for another's epoch
+//! rather than fail.
+//!
+//! Durability: `synchronous=FULL`, so a commit that returned survives a power
+//! loss. Exactly-once needs only atomicity (a table and its offsets commit
+//! together, so a lost commit would just be replayed), but the runner acts on
+//! commits — it reports them, swaps on them, and log retention may rely on
+//! them — so a returned commit must not go back.
+//!
+//! # Catalog (tables prefixed `kappa_`; times are unix ms)
+//! | table | columns | what |
+//! |---|---|---|
+//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 1 |
+//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note` | one row per deployment, kept after a drop |
+//! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
+//! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables |
+//!
+//! # Output tables and views
+//! - `OUTPUT__vN` has the output's columns, without declared types (SQLite
+//!   stores each [`Value`](crate::value::Value) as INTEGER, REAL, TEXT or
+//!   NULL), and a hidden `kappa_n INTEGER NOT NULL`, the row's multiplicity:
+//!   an output collection is a multiset. Each distinct row is stored once,
+//!   with `kappa_n >= 1`; for an output whose key is unique it is always 1.
+//!   It is a rowid table with a non-unique index on the key columns. Rows are
+//!   matched with `IS` and `typeof` on every column, so a null key (a SQL
+//!   group-by's null group) matches, and `1` and `1.0` stay distinct values.
+//!   (SQLite stores a float NaN as NULL; jobs do not produce NaN.)
+//! - The view `OUTPUT` selects the output's columns from the live version's
+//!   table. When the key is every column (a bag, e.g. a join's output) it
+//!   also has `kappa_count`, the multiplicity; otherwise every row counts once.
+//!
+//! # Versions
+//! A deployment's outputs share a version `N` = 1 + the highest version any
+//! deployment ever had for any of those output names, so numbers are never
+//! reused, even after a drop. See [`deployment`] for the lifecycle.
+//!
+//! Files: [`ident`] (names), [`deployment`] (the model), `catalog.rs`
+//! (creating and reading deployments), `epoch.rs` (the exactly-once commit),
+//! `swap.rs` (views, swap, drop), `rows.rs` (values in and out of SQLite).
+
+mod catalog;
+pub mod deployment;
+mod epoch;
+mod error;
+pub mod ident;
+mod rows;
+mod swap;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_concurrency;
+#[cfg(test)]
+mod tests_versions;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+pub use deployment::{
+    Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
+};
+pub use error::TableError;
+pub use rows::TablePage;
+
+/// The default store path, relative to the working directory.
+pub const DEFAULT_PATH: &str = "kappa-data/tables.db";
+
+/// How long a writer waits for another process's transaction before failing
+/// with `SQLITE_BUSY`. Epoch commits take milliseconds; a large replay epoch
+/// may take a second or two.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The catalog's layout version, in `kappa_meta`.
+const SCHEMA_VERSION: &str = "1";
+
+const CATALOG: &str = "
+CREATE TABLE IF NOT EXISTS kappa_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '1');
+CREATE TABLE IF NOT EXISTS kappa_deployments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL,
+    job_version INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    params TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    outputs TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('building', 'live', 'retired', 'dropped')),
+    created_at INTEGER NOT NULL,
+    caught_up_at INTEGER,
+    swapped_at INTEGER,
+    records_applied INTEGER NOT NULL DEFAULT 0,
+    bad_rows INTEGER NOT NULL DEFAULT 0,
+    epochs INTEGER NOT NULL DEFAULT 0,
+    last_epoch_at INTEGER,
+    last_epoch_ms INTEGER,
+    records_per_sec REAL,
+    lag TEXT NOT NULL DEFAULT '[]',
+    note TEXT
+);
+CREATE TABLE IF NOT EXISTS kappa_outputs (
+    output TEXT NOT NULL COLLATE NOCASE,
+    version INTEGER NOT NULL,
+    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
+    position INTEGER NOT NULL,
+    PRIMARY KEY (output, version)
+);
+CREATE INDEX IF NOT EXISTS kappa_outputs_deployment ON kappa_outputs (deployment);
+CREATE TABLE IF NOT EXISTS kappa_offsets (
+    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
+    input TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (deployment, input, partition)
+);
+";
+
+/// The table store: one connection to the SQLite file. Not `Sync`; open one
+/// per thread or process.
+pub struct TableStore {
+    conn: Connection,
+    path: PathBuf,
+    /// Per deployment, the SQL that applies changes to each output table.
+    /// A deployment's outputs never change, so entries never go stale.
+    writers: HashMap<i64, Arc<[epoch::TableSql]>>,
+}
+
+impl std::fmt::Debug for TableStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl TableStore {
+    /// Opens the store at `path`, creating the file, its parent directories
+    /// and the catalog if missing.
+    pub fn open(path: &Path) -> Result<TableStore, TableError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path)?;
+        let mut store = TableStore {
+            conn,
+            path: path.to_path_buf(),
+            writers: HashMap::new(),
+        };
+        store.configure()?;
+        store.ensure_catalog()?;
+        Ok(store)
+    }
+
+    /// Opens an existing store; `StoreNotFound` if there is no file (what the
+    /// read-only CLI commands want, rather than creating an empty store).
+    pub fn open_existing(path: &Path) -> Result<TableStore, TableError> {
+        if !path.is_file() {
+            return Err(TableError::StoreNotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        TableStore::open(path)
+    }
+
+    /// The file this store is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn configure(&mut self) -> Result<(), TableError> {
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(TableError::Corrupt {
+                what: self.path.display().to_string(),
+                reason: format!("cannot switch to WAL mode (journal mode is {mode})"),
+            });
+        }
+        self.conn.execute_batch(
+            "PRAGMA synchronous = FULL;
+             PRAGMA foreign_keys = ON;",
+        )?;
+        // Four statements per output table plus the catalog's: room for a
+        // few deployments with several outputs each.
+        self.conn.set_prepared_statement_cache_capacity(128);
+        Ok(())
+    }
+
+    /// Creates the catalog unless it is there, and checks its version.
+    fn ensure_catalog(&mut self) -> Result<(), TableError> {
+        let version = self.schema_version()?;
+        if version.is_none() {
+            let tx = self.write_txn()?;
+            tx.execute_batch(CATALOG)?;
+            tx.commit()?;
+        }
+        match self.schema_version()? {
+            Some(v) if v == SCHEMA_VERSION => Ok(()),
+            other => Err(TableError::Corrupt {
+                what: self.path.display().to_string(),
+                reason: format!(
+                    "catalog schema version is {other:?}, this kappa reads {SCHEMA_VERSION}"
+                ),
+            }),
+        }
+    }
+
+    fn schema_version(&self) -> Result<Option<String>, TableError> {
+        let exists: bool = self.conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'kappa_meta'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !exists {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT value FROM kappa_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// A write transaction that holds the write lock from its start.
+    fn write_txn(&mut self) -> Result<Transaction<'_>, TableError> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+}
+
+/// Now, in unix milliseconds.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

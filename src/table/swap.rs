@@ -1,0 +1,205 @@
+//! Version tables and the views over them: creating a version's tables,
+//! pointing an output's view at the live version (the swap), dropping
+//! versions, and keeping only the newest retired ones.
+//!
+//! Why a view and not a rename: `ALTER TABLE RENAME` would make a version's
+//! name change under a process that writes it, and the old version would
+//! lose its name for rollback. A view is redefined in the same transaction
+//! that changes the catalog states, so a reader (in WAL mode, any SQLite
+//! client) sees either the old version through the view or the new one,
+//! never neither, and never a mix.
+//!
+//! Invariants after every transaction here:
+//! - For each output name, at most one deployment is `live` (checked before
+//!   the swap commits; a violation rolls it back), and the view `OUTPUT`
+//!   exists exactly when one is, selecting from that deployment's table.
+//! - A swap retires every deployment that was live for any of the swapped-in
+//!   outputs. If such a deployment had other outputs besides, their views are
+//!   dropped with it, since no live deployment maintains them any more.
+//! - Only a deployment that is not live is dropped; its catalog row is kept.
+
+use rusqlite::{Connection, params};
+
+use crate::schema::OutputSchema;
+
+use super::catalog::{deployment_in, live_owner, set_state, state_in};
+use super::deployment::{DeploymentState, is_bag};
+use super::ident::quote;
+use super::{TableError, TableStore, now_ms};
+
+impl TableStore {
+    /// Makes deployment `id` live for all its outputs in one transaction:
+    /// the views now select from its tables, and the deployments that were
+    /// live for any of those outputs become retired. Returns the retired ids
+    /// (empty when `id` was already live). Works from `building` (the swap
+    /// after a reprocess) and from `retired` (a rollback); a dropped
+    /// deployment cannot be swapped in.
+    pub fn swap(&mut self, id: i64) -> Result<Vec<i64>, TableError> {
+        let tx = self.write_txn()?;
+        let d = deployment_in(&tx, id)?;
+        match d.state {
+            DeploymentState::Live => return Ok(Vec::new()),
+            DeploymentState::Dropped => {
+                return Err(TableError::StateConflict {
+                    id,
+                    state: d.state,
+                    action: "be swapped in (its tables were dropped)",
+                });
+            }
+            DeploymentState::Building | DeploymentState::Retired => {}
+        }
+        let mut retired: Vec<i64> = Vec::new();
+        for o in &d.outputs {
+            if let Some(old) = live_owner(&tx, &o.name)?.filter(|old| !retired.contains(old)) {
+                retired.push(old);
+            }
+        }
+        for &old in &retired {
+            set_state(&tx, old, DeploymentState::Retired)?;
+            for o in deployment_in(&tx, old)?.outputs {
+                if d.output_index(&o.name).is_none() {
+                    drop_view(&tx, &o.name)?;
+                }
+            }
+        }
+        set_state(&tx, id, DeploymentState::Live)?;
+        tx.execute(
+            "UPDATE kappa_deployments SET swapped_at = ?2 WHERE id = ?1",
+            params![id, now_ms()],
+        )?;
+        for (i, o) in d.outputs.iter().enumerate() {
+            point_view(&tx, o, &d.table(i))?;
+            check_single_live(&tx, &o.name)?;
+        }
+        tx.commit()?;
+        Ok(retired)
+    }
+
+    /// Drops a deployment's tables and marks it `dropped` (its catalog row
+    /// and version number stay). Refuses a live deployment: swap another
+    /// version in first. Dropping a building one abandons a reprocess; its
+    /// process's next commit fails with `StateConflict`.
+    pub fn drop_deployment(&mut self, id: i64) -> Result<(), TableError> {
+        let tx = self.write_txn()?;
+        drop_in(&tx, id)?;
+        tx.commit()?;
+        self.writers.remove(&id);
+        Ok(())
+    }
+
+    /// Drops the retired deployments of these outputs beyond the newest
+    /// `keep` (by version), in one transaction; returns the dropped ids.
+    pub fn retire_old(&mut self, outputs: &[String], keep: usize) -> Result<Vec<i64>, TableError> {
+        let tx = self.write_txn()?;
+        let mut retired: Vec<(u32, i64)> = Vec::new();
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT DISTINCT d.version, d.id FROM kappa_outputs o \
+                 JOIN kappa_deployments d ON d.id = o.deployment \
+                 WHERE o.output = ?1 AND d.state = 'retired'",
+            )?;
+            for output in outputs {
+                for row in stmt.query_map([output], |r| Ok((r.get(0)?, r.get(1)?)))? {
+                    retired.push(row?);
+                }
+            }
+        }
+        retired.sort_unstable_by(|a, b| b.cmp(a));
+        retired.dedup();
+        let doomed: Vec<i64> = retired.into_iter().skip(keep).map(|(_, id)| id).collect();
+        for &id in &doomed {
+            drop_in(&tx, id)?;
+        }
+        tx.commit()?;
+        for id in &doomed {
+            self.writers.remove(id);
+        }
+        Ok(doomed)
+    }
+}
+
+fn drop_in(conn: &Connection, id: i64) -> Result<(), TableError> {
+    let state = state_in(conn, id)?;
+    if matches!(state, DeploymentState::Live | DeploymentState::Dropped) {
+        return Err(TableError::StateConflict {
+            id,
+            state,
+            action: "be dropped (only a building or retired deployment can)",
+        });
+    }
+    let d = deployment_in(conn, id)?;
+    for table in d.tables() {
+        conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(&table)))?;
+    }
+    set_state(conn, id, DeploymentState::Dropped)?;
+    Ok(())
+}
+
+/// Creates a version table: the output's columns without declared types,
+/// the multiplicity `kappa_n`, and an index on the key columns.
+pub(super) fn create_table(
+    conn: &Connection,
+    table: &str,
+    schema: &OutputSchema,
+) -> Result<(), TableError> {
+    let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
+    conn.execute_batch(&format!(
+        "CREATE TABLE {} ({}, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0))",
+        quote(table),
+        columns.join(", ")
+    ))?;
+    if !schema.key.is_empty() {
+        let key: Vec<&str> = schema.key.iter().map(|&k| columns[k].as_str()).collect();
+        conn.execute_batch(&format!(
+            "CREATE INDEX {} ON {} ({})",
+            quote(&format!("kappa_key__{table}")),
+            quote(table),
+            key.join(", ")
+        ))?;
+    }
+    Ok(())
+}
+
+/// (Re)defines the view `OUTPUT` to select from `table`.
+pub(super) fn point_view(
+    conn: &Connection,
+    schema: &OutputSchema,
+    table: &str,
+) -> Result<(), TableError> {
+    let mut columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
+    if is_bag(schema) {
+        columns.push("kappa_n AS kappa_count".to_string());
+    }
+    drop_view(conn, &schema.name)?;
+    conn.execute_batch(&format!(
+        "CREATE VIEW {} AS SELECT {} FROM {}",
+        quote(&schema.name),
+        columns.join(", "),
+        quote(table)
+    ))?;
+    Ok(())
+}
+
+fn drop_view(conn: &Connection, output: &str) -> Result<(), TableError> {
+    conn.execute_batch(&format!("DROP VIEW IF EXISTS {}", quote(output)))?;
+    Ok(())
+}
+
+/// Fails (so the transaction rolls back) unless exactly one deployment is
+/// live for `output`.
+fn check_single_live(conn: &Connection, output: &str) -> Result<(), TableError> {
+    let live: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT d.id FROM kappa_outputs o JOIN kappa_deployments d ON d.id = o.deployment \
+             WHERE o.output = ?1 AND d.state = 'live'",
+        )?
+        .query_map([output], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    if live.len() != 1 {
+        return Err(TableError::Corrupt {
+            what: format!("output '{output}'"),
+            reason: format!("a swap would leave live deployments {live:?}"),
+        });
+    }
+    Ok(())
+}

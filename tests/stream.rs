@@ -1,0 +1,342 @@
+//! The property that defines the engine: for every job, the same input data
+//! gives the same final output as `kappa run` on files and as `kappa stream`
+//! over the log — whatever the split into epochs and produce chunks, the
+//! worker count, and however many times the stream process is killed with
+//! SIGKILL and restarted.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kappa::table::TableStore;
+use kappa::value::Value;
+
+const KAPPA: &str = env!("CARGO_BIN_EXE_kappa");
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        World { dir: tempfile::tempdir().unwrap() }
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn kappa(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(KAPPA);
+        cmd.args(args)
+            .env("KAPPA_LOG_DIR", self.path("log"))
+            .env("KAPPA_TABLE_DB", self.path("tables.db"))
+            .env("RUST_LOG", "warn");
+        cmd
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.kappa(args).output().unwrap();
+        assert!(out.status.success(), "kappa {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+    fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.path(name), text).unwrap();
+        self.path(name).display().to_string()
+    }
+}
+
+/// Events: `user,user_id,ts,page,amount` with nulls and repeats.
+fn events(rng: &mut Rng, n: usize) -> Vec<String> {
+    let mut ts = 1000;
+    (0..n)
+        .map(|_| {
+            ts += rng.below(40);
+            let user = format!("u{}", rng.below(25));
+            let page = ["/", "/a", "/b", "/c"][rng.below(4) as usize];
+            let amount = if rng.below(9) == 0 { String::new() } else { rng.below(500).to_string() };
+            format!("{user},{user},{ts},{page},{amount}")
+        })
+        .collect()
+}
+
+/// Users changelog: `user_id,country`, with later updates of the same keys.
+fn users(rng: &mut Rng) -> Vec<String> {
+    let mut rows: Vec<String> = (0..20).map(|u| format!("u{u},{}", ["fr", "de", "jp"][u % 3])).collect();
+    for _ in 0..15 {
+        rows.push(format!("u{},{}", rng.below(20), ["fr", "de", "jp", "br"][rng.below(4) as usize]));
+    }
+    rows
+}
+
+/// Splits `rows` into a random number of chunks (at least one row each).
+fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec<String>> {
+    let n = 1 + rng.below(max_chunks) as usize;
+    let mut cuts: Vec<usize> = (0..n - 1).map(|_| 1 + rng.below(rows.len() as u64 - 1) as usize).collect();
+    cuts.sort();
+    cuts.dedup();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for cut in cuts.into_iter().chain([rows.len()]) {
+        out.push(rows[start..cut].to_vec());
+        start = cut;
+    }
+    out
+}
+
+/// The live table of `output`, as sorted CSV lines (a row repeated by its multiplicity).
+fn table_csv(db: &Path, output: &str) -> String {
+    let store = TableStore::open(db).unwrap();
+    let d = store.find_by_output(output, None).unwrap();
+    let index = d.output_index(output).unwrap();
+    let rows = store.read_rows(&d.table(index)).unwrap();
+    let mut text = String::new();
+    writeln!(text, "{}", d.outputs[index].columns.join(",")).unwrap();
+    for (row, n) in rows {
+        let fields: Vec<String> = row.iter().map(csv_field).collect();
+        for _ in 0..n {
+            writeln!(text, "{}", fields.join(",")).unwrap();
+        }
+    }
+    text
+}
+
+fn csv_field(v: &Value) -> String {
+    v.to_string()
+}
+
+struct StreamJob {
+    job: &'static str,
+    output: &'static str,
+    inputs: &'static [(&'static str, &'static str)],
+    params: &'static [&'static str],
+}
+
+const JOBS: &[StreamJob] = &[
+    StreamJob {
+        job: "group-by",
+        output: "groups",
+        inputs: &[("input", "events")],
+        params: &["key=user", "agg=count,sum:amount,max:ts,avg:amount,count_distinct:page"],
+    },
+    StreamJob { job: "sessionize", output: "sessions", inputs: &[("events", "events")], params: &["gap=60"] },
+    StreamJob {
+        job: "join",
+        output: "joined",
+        inputs: &[("left", "events"), ("right", "users")],
+        params: &["on=user_id", "kind=left"],
+    },
+    StreamJob {
+        job: "page-views",
+        output: "page_views",
+        inputs: &[("views", "events"), ("users", "users")],
+        params: &["attr=country"],
+    },
+];
+
+fn stream_args(job: &StreamJob) -> Vec<String> {
+    let mut args = vec!["stream".to_string(), job.job.to_string(), "--quiet".into()];
+    for (name, topic) in job.inputs {
+        args.push("-i".into());
+        args.push(format!("{name}={topic}"));
+    }
+    for p in job.params {
+        args.push("-p".into());
+        args.push(p.to_string());
+    }
+    args
+}
+
+#[test]
+fn stream_with_kills_equals_batch_for_every_job() {
+    let w = World::new();
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let events = events(&mut rng, 1500);
+    let users = users(&mut rng);
+    w.ok(&["log", "create", "events", "--partitions", "3"]);
+    w.ok(&["log", "create", "users", "--partitions", "2", "--compact"]);
+    // Batch inputs: all events; the users changelog as the table it ends as.
+    let ev_file = w.write("events.csv", &format!("user,user_id,ts,page,amount\n{}\n", events.join("\n")));
+    let mut latest: std::collections::BTreeMap<String, String> = Default::default();
+    for u in &users {
+        latest.insert(u.split(',').next().unwrap().to_string(), u.clone());
+    }
+    let final_users: Vec<&String> = latest.values().collect();
+    let users_file = w.write(
+        "users.csv",
+        &format!("user_id,country\n{}\n", final_users.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")),
+    );
+    // Produce in random chunks, interleaved, killing stream processes in between.
+    let mut plan: Vec<(&str, Vec<String>, &str)> = Vec::new();
+    for c in chunks(&mut rng, &events, 6) {
+        plan.push(("events", c, "user,user_id,ts,page,amount"));
+    }
+    for (i, c) in chunks(&mut rng, &users, 4).into_iter().enumerate() {
+        plan.insert((2 * i + 1).min(plan.len()), ("users", c, "user_id,country"));
+    }
+    let mut kills = 0;
+    for (i, (topic, rows, header)) in plan.iter().enumerate() {
+        let file = w.write(&format!("chunk{i}.csv"), &format!("{header}\n{}\n", rows.join("\n")));
+        let mut produce = vec!["log", "produce", topic, "--file", &file];
+        if *topic == "users" {
+            produce.extend(["--key", "user_id"]);
+        }
+        w.ok(&produce);
+        for job in JOBS {
+            let workers = (1 + rng.below(3)).to_string();
+            let mut args = stream_args(job);
+            args.extend(["--workers".into(), workers, "--max-batch".into(), (50 + rng.below(300)).to_string()]);
+            let mut child = w.kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(rng.below(250)));
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            kills += 1;
+        }
+    }
+    assert!(kills >= 12);
+    // The kills must have hit running streams after some commits, or the
+    // resume path would go untested.
+    let store = TableStore::open(&w.path("tables.db")).unwrap();
+    let resumed = JOBS
+        .iter()
+        .filter(|job| {
+            let d = store.find_by_output(job.output, None).unwrap();
+            store.offsets(d.id).unwrap().values().any(|&o| o > 0)
+        })
+        .count();
+    assert!(resumed >= 2, "only {resumed} jobs committed anything before the final run");
+    drop(store);
+    for job in JOBS {
+        let mut args = stream_args(job);
+        args.push("--until-caught-up".into());
+        w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        // The same job over the same data as files.
+        let out = w.path(&format!("batch-{}", job.job));
+        let mut run = vec!["run".to_string(), job.job.to_string(), "-o".into(), out.display().to_string()];
+        for (name, topic) in job.inputs {
+            let file = if *topic == "events" { &ev_file } else { &users_file };
+            run.extend(["-i".into(), format!("{name}={file}")]);
+        }
+        for p in job.params {
+            run.extend(["-p".into(), p.to_string()]);
+        }
+        w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+        let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
+        let batch = batch.replace('"', ""); // the test's data holds no quotes or commas in fields
+        assert_eq!(table_csv(&w.path("tables.db"), job.output), batch, "job {}: stream table differs from batch", job.job);
+        let out = w.kappa(&["table", "verify", job.output]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(": identical ("), "verify {}: {text}", job.output);
+    }
+    // verify notices a table that no longer matches the log.
+    let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
+    conn.execute("UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'", []).unwrap();
+    let out = w.kappa(&["table", "verify", "groups"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.contains("DIFFERS") && text.contains("only in table (1x): u3,"), "{text}");
+}
+
+/// A reader polling the view while the stream runs: in every snapshot the
+/// counts in the table add up to exactly the records the committed offsets
+/// cover — an epoch's changes and its offsets are never seen apart.
+#[test]
+fn readers_never_see_half_an_epoch() {
+    let w = World::new();
+    let mut rng = Rng(7);
+    w.ok(&["log", "create", "clicks", "--partitions", "2"]);
+    let rows: Vec<String> = (0..6000).map(|i| format!("k{},{i}", rng.below(40))).collect();
+    let first = w.write("c0.csv", &format!("key,n\n{}\n", rows[..2000].join("\n")));
+    w.ok(&["log", "produce", "clicks", "--file", &first]);
+    let mut stream = w
+        .kappa(&["stream", "count-by", "-i", "input=clicks", "-p", "key=key", "--max-batch", "37", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let producer_rows = rows[2000..].to_vec();
+    let world_log = w.path("log");
+    let dir = w.dir.path().to_path_buf();
+    let producer = std::thread::spawn(move || {
+        for (i, chunk) in producer_rows.chunks(500).enumerate() {
+            let file = dir.join(format!("p{i}.csv"));
+            std::fs::write(&file, format!("key,n\n{}\n", chunk.join("\n"))).unwrap();
+            let status = Command::new(KAPPA)
+                .args(["log", "produce", "clicks", "--file", file.to_str().unwrap()])
+                .env("KAPPA_LOG_DIR", &world_log)
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    });
+    let db = w.path("tables.db");
+    let started = std::time::Instant::now();
+    let (mut snapshots, mut last) = (0, 0);
+    while last < 6000 {
+        assert!(started.elapsed() < Duration::from_secs(60), "stream stalled at {last} records");
+        if let Ok(conn) = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) {
+            let snapshot: rusqlite::Result<(i64, i64)> = conn.query_row(
+                "SELECT (SELECT coalesce(sum(count), 0) FROM counts), (SELECT coalesce(sum(next_offset), 0) FROM kappa_offsets)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            );
+            if let Ok((counted, applied)) = snapshot {
+                assert_eq!(counted, applied, "a reader saw table changes without their offsets (or the reverse)");
+                snapshots += 1;
+                last = applied;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    producer.join().unwrap();
+    stream.kill().unwrap();
+    stream.wait().unwrap();
+    assert!(snapshots > 20, "only {snapshots} snapshots taken");
+}
+
+/// Records that do not fit the job's input columns: a clear error naming the
+/// topic, partition and offset (and a non-zero exit), or with `skip`, counted
+/// and shown by `kappa table status`.
+#[test]
+fn bad_records_fail_clearly_or_are_counted() {
+    let w = World::new();
+    w.ok(&["log", "create", "ev", "--partitions", "1"]);
+    let file = w.write("ev.csv", "user,ts\na,10\nb,x\nc,30\nd,\n");
+    w.ok(&["log", "produce", "ev", "--file", &file]);
+    let out = w.kappa(&["stream", "sessionize", "-i", "events=ev", "--until-caught-up", "-q"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("topic ev, partition 0, offset 1, column 2 (ts): expected an integer, found \"x\""), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let out = w.kappa(&["stream", "sessionize", "-i", "events=ev", "--until-caught-up", "-q", "--on-bad-row", "skip"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("skipped 1 bad records"), "{err}");
+    let status = w.ok(&["table", "status", "--csv"]);
+    let out = w.kappa(&["table", "status", "--csv"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    let bad = header.iter().position(|h| h.eq_ignore_ascii_case("bad_rows")).expect("a bad_rows column");
+    assert_eq!(row[bad], "1", "{status}");
+    let table = table_csv(&w.path("tables.db"), "sessions");
+    assert_eq!(table, "user,start,end,events\na,10,10,1\nc,30,30,1\nd,,,1\n");
+}
