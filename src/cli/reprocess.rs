@@ -115,7 +115,7 @@ fn check_retention(log: &Log, inputs: &[crate::source::topic::TopicInput], allow
 pub struct RollbackArgs {
     /// The output (view) to roll back.
     pub name: String,
-    /// The retired version to resume (3 or v3) [default: the newest one older than the live version].
+    /// The retired version to resume (3 or v3) [default: the one that was live before the live one].
     #[arg(long, value_name = "N")]
     pub version: Option<crate::table::TableVersion>,
     #[command(flatten)]
@@ -164,13 +164,14 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     planned.run(&args.options, &paths, previous.id, Some(catch_up))
 }
 
-/// The retired version of `output` just before the live one.
+/// The retired version of `output` that was live most recently (the one the
+/// live version replaced), whatever its number.
 fn previous_version(store: &TableStore, output: &str, live: &Deployment) -> anyhow::Result<Deployment> {
     let mut retired: Vec<Deployment> = store
         .deployments_of(output)?
         .into_iter()
-        .filter(|d| d.state == DeploymentState::Retired && d.version < live.version)
+        .filter(|d| d.state == DeploymentState::Retired && d.swapped_at.is_some())
         .collect();
-    retired.sort_by_key(|d| d.version);
+    retired.sort_by_key(|d| (d.swapped_at, d.version));
     retired.pop().with_context(|| format!("{output} has no retired version before {} to roll back to", live.version))
 }

@@ -87,14 +87,17 @@ impl TableStore {
         Ok(())
     }
 
-    /// Drops the retired deployments of these outputs beyond the newest
-    /// `keep` (by version), in one transaction; returns the dropped ids.
+    /// Drops the retired deployments of these outputs beyond the `keep` most
+    /// recently live ones, in one transaction; returns the dropped ids. "Most
+    /// recently live" is the latest `swapped_at` (the time it last went live),
+    /// not the version number: after a rollback the older version is the one
+    /// that was live last, and the one to keep for the next rollback.
     pub fn retire_old(&mut self, outputs: &[String], keep: usize) -> Result<Vec<i64>, TableError> {
         let tx = self.write_txn()?;
-        let mut retired: Vec<(u32, i64)> = Vec::new();
+        let mut retired: Vec<(i64, i64)> = Vec::new();
         {
             let mut stmt = tx.prepare_cached(
-                "SELECT DISTINCT d.version, d.id FROM kappa_outputs o \
+                "SELECT DISTINCT coalesce(d.swapped_at, d.created_at), d.id FROM kappa_outputs o \
                  JOIN kappa_deployments d ON d.id = o.deployment \
                  WHERE o.output = ?1 AND d.state = 'retired'",
             )?;

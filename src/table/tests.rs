@@ -1,5 +1,6 @@
-//! The epoch commit against a plain model, its atomicity, offsets, and what
-//! a concurrent reader sees.
+//! The epoch commit against a plain model, its atomicity, offsets, and
+//! values that would break SQL if they were ever spliced into it. Shared
+//! fixtures for the sibling test files live here too.
 //!
 //! The model of an output is a `BTreeMap<Row, isize>`: each epoch's
 //! consolidated changes are added to it and to the table; after every
