@@ -169,7 +169,10 @@ fn jsonl_round_trip_and_env_log_dir() {
     // An unknown key in the first object is a columns mismatch, later a bad row.
     let jsonl = ["produce", "ev", "--format", "jsonl"];
     let err = d.fails(&jsonl, "{\"user\":\"e\",\"x\":1}\n");
-    assert!(err.contains("carries columns") && err.contains("\"x\""), "{err}");
+    assert!(
+        err.contains("carries columns") && err.contains("\"x\""),
+        "{err}"
+    );
     let err = d.fails(&jsonl, "{\"user\":\"e\"}\n{\"user\":\"f\",\"x\":1}\n");
     assert!(err.contains("line 2: key \"x\" is not a column"), "{err}");
     assert!(err.contains("batch (from line 1) was not written"), "{err}");

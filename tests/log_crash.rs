@@ -279,8 +279,16 @@ fn compact_and_kill(d: &LogDir, rng: &mut Rng) -> bool {
     child.kill().unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert!(!err.contains("panicked") && !err.contains("error"), "{status}: {err}");
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        !err.contains("panicked") && !err.contains("error"),
+        "{status}: {err}"
+    );
     has_file(&d.log(), ".cleaned") || has_file(&d.log(), ".swap")
 }
 

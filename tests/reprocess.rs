@@ -19,7 +19,9 @@ struct World {
 
 impl World {
     fn new() -> World {
-        World { dir: tempfile::tempdir().unwrap() }
+        World {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -34,8 +36,16 @@ impl World {
     }
     fn ok(&self, args: &[&str]) -> String {
         let out = self.kappa(args).output().unwrap();
-        assert!(out.status.success(), "kappa {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        assert!(
+            out.status.success(),
+            "kappa {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     }
     fn fails(&self, args: &[&str]) -> String {
         let out = self.kappa(args).output().unwrap();
@@ -56,18 +66,40 @@ impl World {
         let out = self.path(&format!("batch-{gap}"));
         let input = format!("events={}", file.display());
         let param = format!("gap={gap}");
-        self.ok(&["run", "sessionize", "-i", &input, "-p", &param, "-o", out.to_str().unwrap(), "--overwrite"]);
+        self.ok(&[
+            "run",
+            "sessionize",
+            "-i",
+            &input,
+            "-p",
+            &param,
+            "-o",
+            out.to_str().unwrap(),
+            "--overwrite",
+        ]);
         std::fs::read_to_string(out.join("sessions.csv")).unwrap()
     }
     /// The view `sessions` as `kappa table show --csv` prints it.
     fn view(&self) -> String {
-        let out = self.kappa(&["table", "show", "sessions", "--csv", "--limit", "1000000"]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = self
+            .kappa(&["table", "show", "sessions", "--csv", "--limit", "1000000"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
     fn states(&self) -> Vec<(u32, DeploymentState)> {
         let store = TableStore::open(&self.path("tables.db")).unwrap();
-        let mut v: Vec<_> = store.deployments_of("sessions").unwrap().into_iter().map(|d| (d.version.0, d.state)).collect();
+        let mut v: Vec<_> = store
+            .deployments_of("sessions")
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.version.0, d.state))
+            .collect();
         v.sort();
         v
     }
@@ -77,7 +109,11 @@ impl World {
 #[track_caller]
 fn same(got: &str, want: &str, what: &str) {
     if got != want {
-        let diff = got.lines().zip(want.lines()).enumerate().find(|(_, (a, b))| a != b);
+        let diff = got
+            .lines()
+            .zip(want.lines())
+            .enumerate()
+            .find(|(_, (a, b))| a != b);
         panic!(
             "{what}: {} lines vs {} expected; first difference: {diff:?}",
             got.lines().count(),
@@ -87,10 +123,26 @@ fn same(got: &str, want: &str, what: &str) {
 }
 
 fn events(from: usize, n: usize) -> Vec<String> {
-    (from..from + n).map(|i| format!("u{},{},/p{}", i % 7, 1000 + i * 97 % 5000 + (i / 7) * 400, i % 3)).collect()
+    (from..from + n)
+        .map(|i| {
+            format!(
+                "u{},{},/p{}",
+                i % 7,
+                1000 + i * 97 % 5000 + (i / 7) * 400,
+                i % 3
+            )
+        })
+        .collect()
 }
 
-const STREAM: &[&str] = &["stream", "sessionize", "-i", "events=events", "--until-caught-up", "-q"];
+const STREAM: &[&str] = &[
+    "stream",
+    "sessionize",
+    "-i",
+    "events=events",
+    "--until-caught-up",
+    "-q",
+];
 
 #[test]
 fn walkthrough_stream_reprocess_swap_rollback_forward() {
@@ -105,7 +157,16 @@ fn walkthrough_stream_reprocess_swap_rollback_forward() {
     w.produce(&mut all, &events(300, 200));
     let err = w.fails(&[STREAM, &["-p", "gap=600"]].concat());
     assert!(err.contains("use `kappa reprocess`"), "{err}");
-    let out = w.ok(&["reprocess", "sessionize", "-i", "events=events", "-p", "gap=600", "--until-caught-up", "-q"]);
+    let out = w.ok(&[
+        "reprocess",
+        "sessionize",
+        "-i",
+        "events=events",
+        "-p",
+        "gap=600",
+        "--until-caught-up",
+        "-q",
+    ]);
     assert!(out.contains("swapped sessions to v2"), "{out}");
     assert_eq!(w.states(), vec![(1, Retired), (2, Live)]);
     same(&w.view(), &w.batch(&all, "600"), "view");
@@ -122,11 +183,22 @@ fn walkthrough_stream_reprocess_swap_rollback_forward() {
     same(&w.view(), &w.batch(&all, "1800"), "view");
 
     // Roll forward to v2 the same way.
-    w.ok(&["table", "rollback", "sessions", "--version", "2", "--until-caught-up", "-q"]);
+    w.ok(&[
+        "table",
+        "rollback",
+        "sessions",
+        "--version",
+        "2",
+        "--until-caught-up",
+        "-q",
+    ]);
     assert_eq!(w.states(), vec![(1, Retired), (2, Live)]);
     same(&w.view(), &w.batch(&all, "600"), "view");
     let status = w.ok(&["table", "status"]);
-    assert!(status.contains("gap=1800") && status.contains("gap=600"), "{status}");
+    assert!(
+        status.contains("gap=1800") && status.contains("gap=600"),
+        "{status}"
+    );
 }
 
 #[test]
@@ -140,7 +212,19 @@ fn killed_reprocess_leaves_live_untouched_and_resumes() {
     let mut mid_build = 0;
     for (i, delay) in [30u64, 90, 10, 150].into_iter().enumerate() {
         let mut child = w
-            .kappa(&["reprocess", "sessionize", "-i", "events=events", "-p", "gap=300", "--max-batch", "97", "--workers", &(1 + i % 2).to_string(), "-q"])
+            .kappa(&[
+                "reprocess",
+                "sessionize",
+                "-i",
+                "events=events",
+                "-p",
+                "gap=300",
+                "--max-batch",
+                "97",
+                "--workers",
+                &(1 + i % 2).to_string(),
+                "-q",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -149,15 +233,34 @@ fn killed_reprocess_leaves_live_untouched_and_resumes() {
         child.kill().unwrap();
         child.wait().unwrap();
         let states = w.states();
-        let live: Vec<_> = states.iter().filter(|(_, s)| *s == DeploymentState::Live).collect();
+        let live: Vec<_> = states
+            .iter()
+            .filter(|(_, s)| *s == DeploymentState::Live)
+            .collect();
         assert_eq!(live.len(), 1, "{states:?}");
         if live[0].0 == 1 {
-            same(&w.view(), &live_before, "the live version changed before the swap");
+            same(
+                &w.view(),
+                &live_before,
+                "the live version changed before the swap",
+            );
             mid_build += states.iter().any(|(_, s)| *s == DeploymentState::Building) as usize;
         }
     }
-    assert!(mid_build >= 2, "only {mid_build} kills landed before the swap");
-    w.ok(&["reprocess", "sessionize", "-i", "events=events", "-p", "gap=300", "--until-caught-up", "-q"]);
+    assert!(
+        mid_build >= 2,
+        "only {mid_build} kills landed before the swap"
+    );
+    w.ok(&[
+        "reprocess",
+        "sessionize",
+        "-i",
+        "events=events",
+        "-p",
+        "gap=300",
+        "--until-caught-up",
+        "-q",
+    ]);
     same(&w.view(), &w.batch(&all, "300"), "view");
 }
 
@@ -167,24 +270,213 @@ fn retired_stream_process_exits_by_itself() {
     let mut all = Vec::new();
     w.ok(&["log", "create", "events", "--partitions", "1"]);
     w.produce(&mut all, &events(0, 100));
-    let mut old = w.kappa(&["stream", "sessionize", "-i", "events=events", "-p", "gap=1800", "-q"]).stderr(Stdio::piped()).spawn().unwrap();
+    let mut old = w
+        .kappa(&[
+            "stream",
+            "sessionize",
+            "-i",
+            "events=events",
+            "-p",
+            "gap=1800",
+            "-q",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // Wait until v1 exists and is live.
     let started = Instant::now();
     while !w.path("tables.db").exists() || w.states().is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(20), "stream never created v1");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "stream never created v1"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    w.ok(&["reprocess", "sessionize", "-i", "events=events", "-p", "gap=600", "--until-caught-up", "-q"]);
+    w.ok(&[
+        "reprocess",
+        "sessionize",
+        "-i",
+        "events=events",
+        "-p",
+        "gap=600",
+        "--until-caught-up",
+        "-q",
+    ]);
     let waited = Instant::now();
     loop {
         if let Some(status) = old.try_wait().unwrap() {
             assert!(status.success(), "old stream exited with {status}");
             break;
         }
-        assert!(waited.elapsed() < Duration::from_secs(20), "old stream still running after its version was retired");
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "old stream still running after its version was retired"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut stderr = String::new();
     std::io::Read::read_to_string(old.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("retired"), "{stderr}");
+}
+
+/// Reads the view and the live version's applied offsets in one snapshot:
+/// `(sum of counts in the view, records applied by the live version, live version)`.
+fn snapshot(db: &std::path::Path) -> Option<(i64, i64, i64)> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ok()?;
+    conn.query_row(
+        "SELECT (SELECT coalesce(sum(count), 0) FROM t), \
+                (SELECT coalesce(sum(o.next_offset), 0) FROM kappa_offsets o JOIN kappa_deployments d \
+                   ON d.id = o.deployment WHERE d.state = 'live'), \
+                (SELECT version FROM kappa_deployments WHERE state = 'live')",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .ok()
+}
+
+/// While a reprocess builds and swaps, with events still being produced, a
+/// reader polling the view always sees one whole version: the counts in the
+/// view are exactly the records that version has applied — never an empty,
+/// partial or mixed table. Afterwards both versions verify against their own
+/// offsets, and the new one holds every event.
+#[test]
+fn readers_see_whole_versions_across_the_swap() {
+    let w = World::new();
+    w.ok(&["log", "create", "clicks", "--partitions", "2"]);
+    let rows: Vec<String> = (0..6000)
+        .map(|i| format!("k{},{}", i % 13, i % 100))
+        .collect();
+    let file = w.path("c0.csv");
+    std::fs::write(&file, format!("key,n\n{}\n", rows[..3000].join("\n"))).unwrap();
+    w.ok(&["log", "produce", "clicks", "--file", file.to_str().unwrap()]);
+    let v1 = ["-i", "input=clicks", "--table", "t", "-p", "key=key", "-q"];
+    let mut old = w
+        .kappa(&[&["stream", "group-by", "-p", "agg=count"][..], &v1].concat())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = w.path("tables.db");
+    let started = Instant::now();
+    while snapshot(&db).is_none_or(|(_, applied, _)| applied < 3000) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "v1 never caught up"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((counted, applied, version)) = snapshot(&db) {
+                    assert_eq!(
+                        counted, applied,
+                        "v{version}: the view holds {counted} events but that version applied {applied}"
+                    );
+                    assert!(
+                        applied >= 3000,
+                        "v{version}: an incomplete version is visible ({applied} applied)"
+                    );
+                    seen.insert(version);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            seen
+        })
+    };
+    let producer = {
+        let (rows, dir, log) = (
+            rows[3000..].to_vec(),
+            w.dir.path().to_path_buf(),
+            w.path("log"),
+        );
+        std::thread::spawn(move || {
+            for (i, chunk) in rows.chunks(300).enumerate() {
+                let file = dir.join(format!("p{i}.csv"));
+                std::fs::write(&file, format!("key,n\n{}\n", chunk.join("\n"))).unwrap();
+                let status = Command::new(KAPPA)
+                    .args(["log", "produce", "clicks", "--file", file.to_str().unwrap()])
+                    .env("KAPPA_LOG_DIR", &log)
+                    .stderr(Stdio::null())
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        })
+    };
+    let v2 = [
+        &["group-by", "-p", "agg=count,sum:n", "--max-batch", "40"][..],
+        &v1,
+    ]
+    .concat();
+    w.ok(&[&["reprocess"][..], &v2, &["--until-caught-up"]].concat());
+    producer.join().unwrap();
+    // The old stream exits by itself once retired.
+    let waited = Instant::now();
+    while old.try_wait().unwrap().is_none() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "the retired stream did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.ok(&[&["stream"][..], &v2, &["--until-caught-up"]].concat());
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = reader.join().unwrap();
+    assert!(
+        seen.contains(&1) && seen.contains(&2),
+        "the reader saw versions {seen:?}"
+    );
+    assert_eq!(snapshot(&db).unwrap(), (6000, 6000, 2));
+    for version in ["1", "2"] {
+        let out = w.ok(&["table", "verify", "t", "--version", version]);
+        assert!(out.contains(": identical ("), "{out}");
+    }
+}
+
+#[test]
+fn reprocess_refuses_a_log_whose_start_was_deleted() {
+    let w = World::new();
+    let mut all = Vec::new();
+    w.ok(&[
+        "log",
+        "create",
+        "events",
+        "--partitions",
+        "1",
+        "--segment-bytes",
+        "2000",
+        "--retention-bytes",
+        "4000",
+    ]);
+    w.produce(&mut all, &events(0, 300));
+    w.ok(&["log", "retain", "events"]);
+    let err = w.fails(&[
+        "reprocess",
+        "sessionize",
+        "-i",
+        "events=events",
+        "--until-caught-up",
+        "-q",
+    ]);
+    assert!(
+        err.contains("retention has deleted offsets below")
+            && err.contains("--from-earliest-available"),
+        "{err}"
+    );
+    w.ok(&[
+        "reprocess",
+        "sessionize",
+        "-i",
+        "events=events",
+        "--until-caught-up",
+        "-q",
+        "--from-earliest-available",
+    ]);
 }

@@ -35,7 +35,9 @@ struct World {
 
 impl World {
     fn new() -> World {
-        World { dir: tempfile::tempdir().unwrap() }
+        World {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -50,7 +52,11 @@ impl World {
     }
     fn ok(&self, args: &[&str]) -> String {
         let out = self.kappa(args).output().unwrap();
-        assert!(out.status.success(), "kappa {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kappa {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
     fn write(&self, name: &str, text: &str) -> String {
@@ -67,7 +73,11 @@ fn events(rng: &mut Rng, n: usize) -> Vec<String> {
             ts += rng.below(40);
             let user = format!("u{}", rng.below(25));
             let page = ["/", "/a", "/b", "/c"][rng.below(4) as usize];
-            let amount = if rng.below(9) == 0 { String::new() } else { rng.below(500).to_string() };
+            let amount = if rng.below(9) == 0 {
+                String::new()
+            } else {
+                rng.below(500).to_string()
+            };
             format!("{user},{user},{ts},{page},{amount}")
         })
         .collect()
@@ -75,9 +85,15 @@ fn events(rng: &mut Rng, n: usize) -> Vec<String> {
 
 /// Users changelog: `user_id,country`, with later updates of the same keys.
 fn users(rng: &mut Rng) -> Vec<String> {
-    let mut rows: Vec<String> = (0..20).map(|u| format!("u{u},{}", ["fr", "de", "jp"][u % 3])).collect();
+    let mut rows: Vec<String> = (0..20)
+        .map(|u| format!("u{u},{}", ["fr", "de", "jp"][u % 3]))
+        .collect();
     for _ in 0..15 {
-        rows.push(format!("u{},{}", rng.below(20), ["fr", "de", "jp", "br"][rng.below(4) as usize]));
+        rows.push(format!(
+            "u{},{}",
+            rng.below(20),
+            ["fr", "de", "jp", "br"][rng.below(4) as usize]
+        ));
     }
     rows
 }
@@ -85,7 +101,9 @@ fn users(rng: &mut Rng) -> Vec<String> {
 /// Splits `rows` into a random number of chunks (at least one row each).
 fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec<String>> {
     let n = 1 + rng.below(max_chunks) as usize;
-    let mut cuts: Vec<usize> = (0..n - 1).map(|_| 1 + rng.below(rows.len() as u64 - 1) as usize).collect();
+    let mut cuts: Vec<usize> = (0..n - 1)
+        .map(|_| 1 + rng.below(rows.len() as u64 - 1) as usize)
+        .collect();
     cuts.sort();
     cuts.dedup();
     let mut out = Vec::new();
@@ -130,9 +148,17 @@ const JOBS: &[StreamJob] = &[
         job: "group-by",
         output: "groups",
         inputs: &[("input", "events")],
-        params: &["key=user", "agg=count,sum:amount,max:ts,avg:amount,count_distinct:page"],
+        params: &[
+            "key=user",
+            "agg=count,sum:amount,max:ts,avg:amount,count_distinct:page",
+        ],
     },
-    StreamJob { job: "sessionize", output: "sessions", inputs: &[("events", "events")], params: &["gap=60"] },
+    StreamJob {
+        job: "sessionize",
+        output: "sessions",
+        inputs: &[("events", "events")],
+        params: &["gap=60"],
+    },
     StreamJob {
         job: "join",
         output: "joined",
@@ -169,7 +195,10 @@ fn stream_with_kills_equals_batch_for_every_job() {
     w.ok(&["log", "create", "events", "--partitions", "3"]);
     w.ok(&["log", "create", "users", "--partitions", "2", "--compact"]);
     // Batch inputs: all events; the users changelog as the table it ends as.
-    let ev_file = w.write("events.csv", &format!("user,user_id,ts,page,amount\n{}\n", events.join("\n")));
+    let ev_file = w.write(
+        "events.csv",
+        &format!("user,user_id,ts,page,amount\n{}\n", events.join("\n")),
+    );
     let mut latest: std::collections::BTreeMap<String, String> = Default::default();
     for u in &users {
         latest.insert(u.split(',').next().unwrap().to_string(), u.clone());
@@ -177,7 +206,14 @@ fn stream_with_kills_equals_batch_for_every_job() {
     let final_users: Vec<&String> = latest.values().collect();
     let users_file = w.write(
         "users.csv",
-        &format!("user_id,country\n{}\n", final_users.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")),
+        &format!(
+            "user_id,country\n{}\n",
+            final_users
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
     );
     // Produce in random chunks, interleaved, killing stream processes in between.
     let mut plan: Vec<(&str, Vec<String>, &str)> = Vec::new();
@@ -189,7 +225,10 @@ fn stream_with_kills_equals_batch_for_every_job() {
     }
     let mut kills = 0;
     for (i, (topic, rows, header)) in plan.iter().enumerate() {
-        let file = w.write(&format!("chunk{i}.csv"), &format!("{header}\n{}\n", rows.join("\n")));
+        let file = w.write(
+            &format!("chunk{i}.csv"),
+            &format!("{header}\n{}\n", rows.join("\n")),
+        );
         let mut produce = vec!["log", "produce", topic, "--file", &file];
         if *topic == "users" {
             produce.extend(["--key", "user_id"]);
@@ -198,8 +237,14 @@ fn stream_with_kills_equals_batch_for_every_job() {
         for job in JOBS {
             let workers = (1 + rng.below(3)).to_string();
             let mut args = stream_args(job);
-            args.extend(["--workers".into(), workers, "--max-batch".into(), (50 + rng.below(300)).to_string()]);
-            let mut child = w.kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            args.extend([
+                "--workers".into(),
+                workers,
+                "--max-batch".into(),
+                (50 + rng.below(300)).to_string(),
+            ]);
+            let mut child = w
+                .kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -221,7 +266,10 @@ fn stream_with_kills_equals_batch_for_every_job() {
             store.offsets(d.id).unwrap().values().any(|&o| o > 0)
         })
         .count();
-    assert!(resumed >= 2, "only {resumed} jobs committed anything before the final run");
+    assert!(
+        resumed >= 2,
+        "only {resumed} jobs committed anything before the final run"
+    );
     drop(store);
     for job in JOBS {
         let mut args = stream_args(job);
@@ -229,9 +277,18 @@ fn stream_with_kills_equals_batch_for_every_job() {
         w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         // The same job over the same data as files.
         let out = w.path(&format!("batch-{}", job.job));
-        let mut run = vec!["run".to_string(), job.job.to_string(), "-o".into(), out.display().to_string()];
+        let mut run = vec![
+            "run".to_string(),
+            job.job.to_string(),
+            "-o".into(),
+            out.display().to_string(),
+        ];
         for (name, topic) in job.inputs {
-            let file = if *topic == "events" { &ev_file } else { &users_file };
+            let file = if *topic == "events" {
+                &ev_file
+            } else {
+                &users_file
+            };
             run.extend(["-i".into(), format!("{name}={file}")]);
         }
         for p in job.params {
@@ -240,17 +297,35 @@ fn stream_with_kills_equals_batch_for_every_job() {
         w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
         let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
         let batch = batch.replace('"', ""); // the test's data holds no quotes or commas in fields
-        assert_eq!(table_csv(&w.path("tables.db"), job.output), batch, "job {}: stream table differs from batch", job.job);
+        assert_eq!(
+            table_csv(&w.path("tables.db"), job.output),
+            batch,
+            "job {}: stream table differs from batch",
+            job.job
+        );
         let out = w.kappa(&["table", "verify", job.output]).output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && text.contains(": identical ("), "verify {}: {text}", job.output);
+        assert!(
+            out.status.success() && text.contains(": identical ("),
+            "verify {}: {text}",
+            job.output
+        );
     }
     // verify notices a table that no longer matches the log.
     let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
-    conn.execute("UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'", []).unwrap();
+    conn.execute(
+        "UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'",
+        [],
+    )
+    .unwrap();
     let out = w.kappa(&["table", "verify", "groups"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success() && text.contains("DIFFERS") && text.contains("only in table (1x): u3,"), "{text}");
+    assert!(
+        !out.status.success()
+            && text.contains("DIFFERS")
+            && text.contains("only in table (1x): u3,"),
+        "{text}"
+    );
 }
 
 /// A reader polling the view while the stream runs: in every snapshot the
@@ -261,11 +336,23 @@ fn readers_never_see_half_an_epoch() {
     let w = World::new();
     let mut rng = Rng(7);
     w.ok(&["log", "create", "clicks", "--partitions", "2"]);
-    let rows: Vec<String> = (0..6000).map(|i| format!("k{},{i}", rng.below(40))).collect();
+    let rows: Vec<String> = (0..6000)
+        .map(|i| format!("k{},{i}", rng.below(40)))
+        .collect();
     let first = w.write("c0.csv", &format!("key,n\n{}\n", rows[..2000].join("\n")));
     w.ok(&["log", "produce", "clicks", "--file", &first]);
     let mut stream = w
-        .kappa(&["stream", "count-by", "-i", "input=clicks", "-p", "key=key", "--max-batch", "37", "-q"])
+        .kappa(&[
+            "stream",
+            "count-by",
+            "-i",
+            "input=clicks",
+            "-p",
+            "key=key",
+            "--max-batch",
+            "37",
+            "-q",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -291,15 +378,23 @@ fn readers_never_see_half_an_epoch() {
     let started = std::time::Instant::now();
     let (mut snapshots, mut last) = (0, 0);
     while last < 6000 {
-        assert!(started.elapsed() < Duration::from_secs(60), "stream stalled at {last} records");
-        if let Ok(conn) = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "stream stalled at {last} records"
+        );
+        if let Ok(conn) =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        {
             let snapshot: rusqlite::Result<(i64, i64)> = conn.query_row(
                 "SELECT (SELECT coalesce(sum(count), 0) FROM counts), (SELECT coalesce(sum(next_offset), 0) FROM kappa_offsets)",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             );
             if let Ok((counted, applied)) = snapshot {
-                assert_eq!(counted, applied, "a reader saw table changes without their offsets (or the reverse)");
+                assert_eq!(
+                    counted, applied,
+                    "a reader saw table changes without their offsets (or the reverse)"
+                );
                 snapshots += 1;
                 last = applied;
             }
@@ -321,12 +416,39 @@ fn bad_records_fail_clearly_or_are_counted() {
     w.ok(&["log", "create", "ev", "--partitions", "1"]);
     let file = w.write("ev.csv", "user,ts\na,10\nb,x\nc,30\nd,\n");
     w.ok(&["log", "produce", "ev", "--file", &file]);
-    let out = w.kappa(&["stream", "sessionize", "-i", "events=ev", "--until-caught-up", "-q"]).output().unwrap();
+    let out = w
+        .kappa(&[
+            "stream",
+            "sessionize",
+            "-i",
+            "events=ev",
+            "--until-caught-up",
+            "-q",
+        ])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("topic ev, partition 0, offset 1, column 2 (ts): expected an integer, found \"x\""), "{err}");
+    assert!(
+        err.contains(
+            "topic ev, partition 0, offset 1, column 2 (ts): expected an integer, found \"x\""
+        ),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
-    let out = w.kappa(&["stream", "sessionize", "-i", "events=ev", "--until-caught-up", "-q", "--on-bad-row", "skip"]).output().unwrap();
+    let out = w
+        .kappa(&[
+            "stream",
+            "sessionize",
+            "-i",
+            "events=ev",
+            "--until-caught-up",
+            "-q",
+            "--on-bad-row",
+            "skip",
+        ])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("skipped 1 bad records"), "{err}");
@@ -335,10 +457,16 @@ fn bad_records_fail_clearly_or_are_counted() {
     let text = String::from_utf8_lossy(&out.stdout);
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let row: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
-    let bad = header.iter().position(|h| h.eq_ignore_ascii_case("bad_rows")).expect("a bad_rows column");
+    let bad = header
+        .iter()
+        .position(|h| h.eq_ignore_ascii_case("bad_rows"))
+        .expect("a bad_rows column");
     assert_eq!(row[bad], "1", "{status}");
     let table = table_csv(&w.path("tables.db"), "sessions");
-    assert_eq!(table, "user,start,end,events\na,10,10,1\nc,30,30,1\nd,,,1\n");
+    assert_eq!(
+        table,
+        "user,start,end,events\na,10,10,1\nc,30,30,1\nd,,,1\n"
+    );
 }
 
 /// SIGTERM stops a stream at an epoch boundary: exit 0, everything read so
@@ -350,24 +478,50 @@ fn sigterm_stops_cleanly() {
     let rows: Vec<String> = (0..500).map(|i| format!("k{},{i}", i % 9)).collect();
     let file = w.write("ev.csv", &format!("key,n\n{}\n", rows.join("\n")));
     w.ok(&["log", "produce", "ev", "--file", &file]);
-    let child = w.kappa(&["stream", "count-by", "-i", "input=ev", "-p", "key=key", "-q"]).stderr(Stdio::piped()).spawn().unwrap();
+    let child = w
+        .kappa(&[
+            "stream", "count-by", "-i", "input=ev", "-p", "key=key", "-q",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let db = w.path("tables.db");
     let started = std::time::Instant::now();
     loop {
         let applied: i64 = rusqlite::Connection::open(&db)
-            .and_then(|c| c.query_row("SELECT coalesce(sum(next_offset), 0) FROM kappa_offsets", [], |r| r.get(0)))
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT coalesce(sum(next_offset), 0) FROM kappa_offsets",
+                    [],
+                    |r| r.get(0),
+                )
+            })
             .unwrap_or(0);
         if applied == 500 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "stream never caught up");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "stream never caught up"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "exit {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopped after"));
-    let sum: i64 = rusqlite::Connection::open(&db).unwrap().query_row("SELECT sum(count) FROM counts", [], |r| r.get(0)).unwrap();
+    let sum: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT sum(count) FROM counts", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(sum, 500);
 }

@@ -7,8 +7,8 @@ mod log;
 mod reprocess;
 mod run;
 mod stream;
-mod verify;
 mod table;
+mod verify;
 mod workers;
 
 use std::io::IsTerminal;

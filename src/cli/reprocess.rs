@@ -59,21 +59,37 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     let options = &args.job.options;
     let (log, mut store) = args.job.store.open()?;
     let planned = plan_on_log(&args.job, &log)?;
-    let outputs: Vec<String> = planned.plan.outputs.iter().map(|o| o.name.clone()).collect();
+    let outputs: Vec<String> = planned
+        .plan
+        .outputs
+        .iter()
+        .map(|o| o.name.clone())
+        .collect();
     let building: Vec<Deployment> = store
         .deployments()?
         .into_iter()
-        .filter(|d| d.state == DeploymentState::Building && d.outputs.iter().any(|o| outputs.contains(&o.name)))
+        .filter(|d| {
+            d.state == DeploymentState::Building
+                && d.outputs.iter().any(|o| outputs.contains(&o.name))
+        })
         .collect();
     let deployment = match building.as_slice() {
         [d] if planned.matches(d) => {
-            eprintln!("kappa reprocess: resuming the build of {} {} from its committed offsets", outputs.join(","), d.version);
+            eprintln!(
+                "kappa reprocess: resuming the build of {} {} from its committed offsets",
+                outputs.join(","),
+                d.version
+            );
             d.clone()
         }
         [] => {
             check_retention(&log, &planned.inputs, args.from_earliest_available)?;
             let d = store.create_deployment(&planned.new_deployment(DeploymentState::Building))?;
-            eprintln!("kappa reprocess: building {} {} beside the live version", outputs.join(","), d.version);
+            eprintln!(
+                "kappa reprocess: building {} {} beside the live version",
+                outputs.join(","),
+                d.version
+            );
             d
         }
         [d, ..] => bail!(
@@ -91,7 +107,11 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
 }
 
 /// Refuses to replay a plain topic whose start was deleted, unless asked.
-fn check_retention(log: &Log, inputs: &[crate::source::topic::TopicInput], allowed: bool) -> anyhow::Result<()> {
+fn check_retention(
+    log: &Log,
+    inputs: &[crate::source::topic::TopicInput],
+    allowed: bool,
+) -> anyhow::Result<()> {
     for input in inputs.iter().filter(|i| !i.compacted) {
         let info = log.topic(&input.topic)?;
         for p in info.partitions.iter().filter(|p| p.earliest > 0) {
@@ -104,7 +124,10 @@ fn check_retention(log: &Log, inputs: &[crate::source::topic::TopicInput], allow
                     p.earliest
                 );
             }
-            eprintln!("warning: topic {} partition {} starts at offset {}: replaying what is left", input.topic, p.partition, p.earliest);
+            eprintln!(
+                "warning: topic {} partition {} starts at offset {}: replaying what is left",
+                input.topic, p.partition, p.earliest
+            );
         }
     }
     Ok(())
@@ -123,14 +146,22 @@ pub struct RollbackArgs {
     #[command(flatten)]
     pub options: StreamOptions,
     /// The log directory.
-    #[arg(long, value_name = "DIR", env = "KAPPA_LOG_DIR", default_value = "kappa-data/log")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "KAPPA_LOG_DIR",
+        default_value = "kappa-data/log"
+    )]
     pub log_dir: PathBuf,
 }
 
 /// Resumes the previous version of `NAME` from its own offsets, lets it
 /// catch up with what arrived since it was retired, and swaps it back in.
 pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
-    let paths = StoreArgs { log_dir: args.log_dir.clone(), table_db: table_db.to_path_buf() };
+    let paths = StoreArgs {
+        log_dir: args.log_dir.clone(),
+        table_db: table_db.to_path_buf(),
+    };
     let (log, mut store) = paths.open()?;
     let live = store.find_by_output(&args.name, None)?;
     let previous = match args.version {
@@ -138,7 +169,12 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
         None => previous_version(&store, &args.name, &live)?,
     };
     if previous.state != DeploymentState::Retired {
-        bail!("{} {} is {}: only a retired version can be resumed", args.name, previous.version, previous.state);
+        bail!(
+            "{} {} is {}: only a retired version can be resumed",
+            args.name,
+            previous.version,
+            previous.state
+        );
     }
     let job = super::run::find_job(&previous.job)?;
     if job.spec().version != previous.job_version {
@@ -154,7 +190,9 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     for (out, built) in planned.plan.outputs.iter_mut().zip(&previous.outputs) {
         out.name = built.name.clone();
     }
-    store.reopen(previous.id).with_context(|| format!("cannot reopen {}", previous.version))?;
+    store
+        .reopen(previous.id)
+        .with_context(|| format!("cannot reopen {}", previous.version))?;
     eprintln!(
         "kappa table rollback: resuming {} {} from its committed offsets; it goes live once caught up",
         args.name, previous.version
@@ -166,12 +204,21 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
 
 /// The retired version of `output` that was live most recently (the one the
 /// live version replaced), whatever its number.
-fn previous_version(store: &TableStore, output: &str, live: &Deployment) -> anyhow::Result<Deployment> {
+fn previous_version(
+    store: &TableStore,
+    output: &str,
+    live: &Deployment,
+) -> anyhow::Result<Deployment> {
     let mut retired: Vec<Deployment> = store
         .deployments_of(output)?
         .into_iter()
         .filter(|d| d.state == DeploymentState::Retired && d.swapped_at.is_some())
         .collect();
     retired.sort_by_key(|d| (d.swapped_at, d.version));
-    retired.pop().with_context(|| format!("{output} has no retired version before {} to roll back to", live.version))
+    retired.pop().with_context(|| {
+        format!(
+            "{output} has no retired version before {} to roll back to",
+            live.version
+        )
+    })
 }

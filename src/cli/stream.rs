@@ -22,10 +22,20 @@ use crate::table::{Deployment, DeploymentState, NewDeployment, TableStore};
 #[derive(Debug, Args)]
 pub struct StoreArgs {
     /// The log directory.
-    #[arg(long, value_name = "DIR", env = "KAPPA_LOG_DIR", default_value = "kappa-data/log")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "KAPPA_LOG_DIR",
+        default_value = "kappa-data/log"
+    )]
     pub log_dir: PathBuf,
     /// The table store (a SQLite database).
-    #[arg(long, value_name = "PATH", env = "KAPPA_TABLE_DB", default_value = "kappa-data/tables.db")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "KAPPA_TABLE_DB",
+        default_value = "kappa-data/tables.db"
+    )]
     pub table_db: PathBuf,
 }
 
@@ -77,7 +87,8 @@ pub struct StreamOptions {
 impl StoreArgs {
     /// Opens the log and the table store.
     pub fn open(&self) -> anyhow::Result<(Log, TableStore)> {
-        let log = Log::open(&self.log_dir).with_context(|| format!("cannot open log directory {}", self.log_dir.display()))?;
+        let log = Log::open(&self.log_dir)
+            .with_context(|| format!("cannot open log directory {}", self.log_dir.display()))?;
         let store = TableStore::open(&self.table_db)
             .with_context(|| format!("cannot open table store {}", self.table_db.display()))?;
         Ok((log, store))
@@ -104,14 +115,23 @@ pub fn plan_on_log(args: &JobOnLogArgs, log: &Log) -> anyhow::Result<Planned> {
     if let Some(table) = &args.table {
         match planned.plan.outputs.as_mut_slice() {
             [only] => only.name = table.clone(),
-            _ => bail!("--table names the output of a job with one output; {} has {}", args.job, planned.plan.outputs.len()),
+            _ => bail!(
+                "--table names the output of a job with one output; {} has {}",
+                args.job,
+                planned.plan.outputs.len()
+            ),
         }
     }
     Ok(planned)
 }
 
 /// Plans job `name` with `params` over `inputs` (input name, topic).
-pub fn plan_job(name: &str, params: &[(String, String)], inputs: &[(String, String)], log: &Log) -> anyhow::Result<Planned> {
+pub fn plan_job(
+    name: &str,
+    params: &[(String, String)],
+    inputs: &[(String, String)],
+    log: &Log,
+) -> anyhow::Result<Planned> {
     let job = find_job(name)?;
     let spec = job.spec();
     let params = Params::resolve(&spec, params)?;
@@ -124,14 +144,25 @@ pub fn plan_job(name: &str, params: &[(String, String)], inputs: &[(String, Stri
         .inputs
         .iter()
         .map(|i| {
-            let topic = inputs.iter().find(|(n, _)| n == i.name).map(|(_, t)| t.as_str());
-            let topic = topic.ok_or_else(|| anyhow!("missing input: --input {}=TOPIC ({})", i.name, i.about))?;
+            let topic = inputs
+                .iter()
+                .find(|(n, _)| n == i.name)
+                .map(|(_, t)| t.as_str());
+            let topic = topic
+                .ok_or_else(|| anyhow!("missing input: --input {}=TOPIC ({})", i.name, i.about))?;
             Ok(TopicInput::resolve(log, i.name, topic)?)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let schemas: Vec<_> = inputs.iter().map(|i| i.schema.clone()).collect();
-    let plan = job.plan(&params, &schemas).with_context(|| format!("cannot plan job {}", spec.name))?;
-    Ok(Planned { job, params, inputs, plan })
+    let plan = job
+        .plan(&params, &schemas)
+        .with_context(|| format!("cannot plan job {}", spec.name))?;
+    Ok(Planned {
+        job,
+        params,
+        inputs,
+        plan,
+    })
 }
 
 impl Planned {
@@ -141,8 +172,16 @@ impl Planned {
         NewDeployment {
             job: spec.name.to_string(),
             job_version: spec.version,
-            params: self.params.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            inputs: self.inputs.iter().map(|i| (i.schema.name.clone(), i.topic.clone())).collect(),
+            params: self
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            inputs: self
+                .inputs
+                .iter()
+                .map(|i| (i.schema.name.clone(), i.topic.clone()))
+                .collect(),
             outputs: self.plan.outputs.clone(),
             state,
             note: None,
@@ -152,7 +191,10 @@ impl Planned {
     /// Whether `d` was built by this job, version, parameters and inputs.
     pub fn matches(&self, d: &Deployment) -> bool {
         let new = self.new_deployment(d.state);
-        d.job == new.job && d.job_version == new.job_version && d.params == new.params && d.inputs == new.inputs
+        d.job == new.job
+            && d.job_version == new.job_version
+            && d.params == new.params
+            && d.inputs == new.inputs
     }
 
     /// Runs the job over the log into `deployment`'s tables; a building
@@ -166,7 +208,8 @@ impl Planned {
     ) -> anyhow::Result<()> {
         let stop = Arc::new(AtomicBool::new(false));
         for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register(signal, stop.clone()).context("cannot install signal handler")?;
+            signal_hook::flag::register(signal, stop.clone())
+                .context("cannot install signal handler")?;
         }
         let run = StreamRun {
             plan: self.plan,
@@ -177,9 +220,16 @@ impl Planned {
             workers: args.workers.config()?,
             options: ReadOptions {
                 null: args.null.clone(),
-                on_bad_row: if args.on_bad_row == OnBadRow::Skip { BadRowPolicy::Skip } else { BadRowPolicy::Fail },
+                on_bad_row: if args.on_bad_row == OnBadRow::Skip {
+                    BadRowPolicy::Skip
+                } else {
+                    BadRowPolicy::Fail
+                },
             },
-            epochs: EpochConfig { max_latency: Duration::from_millis(args.max_latency_ms), max_records: args.max_batch },
+            epochs: EpochConfig {
+                max_latency: Duration::from_millis(args.max_latency_ms),
+                max_records: args.max_batch,
+            },
             until_caught_up: args.until_caught_up,
             stop,
             quiet: args.quiet,
@@ -194,7 +244,9 @@ impl Planned {
             }
         }
         if result.retired {
-            eprintln!("kappa stream: this version was retired (another version is live now); exiting");
+            eprintln!(
+                "kappa stream: this version was retired (another version is live now); exiting"
+            );
         }
         Ok(())
     }
@@ -204,10 +256,19 @@ pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
     let args = args.job;
     let (log, mut store) = args.store.open()?;
     let planned = plan_on_log(&args, &log)?;
-    let outputs: Vec<String> = planned.plan.outputs.iter().map(|o| o.name.clone()).collect();
+    let outputs: Vec<String> = planned
+        .plan
+        .outputs
+        .iter()
+        .map(|o| o.name.clone())
+        .collect();
     let deployment = match store.live_for_job(&planned.job.spec().name, &outputs)? {
         Some(d) if planned.matches(&d) => {
-            eprintln!("kappa stream: resuming {} {} from its committed offsets", outputs.join(","), d.version);
+            eprintln!(
+                "kappa stream: resuming {} {} from its committed offsets",
+                outputs.join(","),
+                d.version
+            );
             d
         }
         Some(d) => bail!(

@@ -20,7 +20,12 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "N")]
     pub version: Option<TableVersion>,
     /// The log directory.
-    #[arg(long, value_name = "DIR", env = "KAPPA_LOG_DIR", default_value = "kappa-data/log")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "KAPPA_LOG_DIR",
+        default_value = "kappa-data/log"
+    )]
     pub log_dir: PathBuf,
     /// Bad records: fail, or skip them as the stream did with --on-bad-row skip.
     #[arg(long, value_enum, default_value_t = OnBadRow::Fail)]
@@ -34,12 +39,21 @@ pub struct VerifyArgs {
 }
 
 pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
-    let paths = StoreArgs { log_dir: args.log_dir.clone(), table_db: table_db.to_path_buf() };
+    let paths = StoreArgs {
+        log_dir: args.log_dir.clone(),
+        table_db: table_db.to_path_buf(),
+    };
     let (log, store) = paths.open()?;
     let d = store.find_by_output(&args.name, args.version.map(|v| v.0))?;
     let mut planned = plan_job(&d.job, &d.params, &d.inputs, &log)?;
     if planned.job.spec().version != d.job_version {
-        bail!("{} was built by {} v{}, this kappa has v{}", d.version, d.job, d.job_version, planned.job.spec().version);
+        bail!(
+            "{} was built by {} v{}, this kappa has v{}",
+            d.version,
+            d.job,
+            d.job_version,
+            planned.job.spec().version
+        );
     }
     for (out, built) in planned.plan.outputs.iter_mut().zip(&d.outputs) {
         out.name = built.name.clone();
@@ -47,11 +61,24 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
     let offsets = store.offsets(d.id)?;
     let options = ReadOptions {
         null: args.null.clone(),
-        on_bad_row: if args.on_bad_row == OnBadRow::Skip { BadRowPolicy::Skip } else { BadRowPolicy::Fail },
+        on_bad_row: if args.on_bad_row == OnBadRow::Skip {
+            BadRowPolicy::Skip
+        } else {
+            BadRowPolicy::Fail
+        },
     };
-    let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let (expected, bad) = recompute(&log, &planned.plan, &planned.inputs, &offsets, &options, workers)
-        .with_context(|| format!("cannot recompute {} {}", args.name, d.version))?;
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (expected, bad) = recompute(
+        &log,
+        &planned.plan,
+        &planned.inputs,
+        &offsets,
+        &options,
+        workers,
+    )
+    .with_context(|| format!("cannot recompute {} {}", args.name, d.version))?;
     let applied: u64 = offsets.values().sum();
     let mut all_identical = true;
     for (i, output) in d.outputs.iter().enumerate() {
@@ -68,9 +95,19 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
         println!(
             "{} {}: DIFFERS from a batch run over the {applied} records it applied: table {} rows, batch {} rows; \
              {} rows only in the table, {} only in the batch",
-            output.name, d.version, check.table_rows, check.expected_rows, check.differing.0, check.differing.1
+            output.name,
+            d.version,
+            check.table_rows,
+            check.expected_rows,
+            check.differing.0,
+            check.differing.1
         );
-        let text = |row: &crate::value::Row| row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",");
+        let text = |row: &crate::value::Row| {
+            row.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         for (row, n) in &check.only_in_table {
             println!("  only in table ({n}x): {}", text(row));
         }
@@ -79,10 +116,17 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
         }
     }
     if bad.count > 0 {
-        eprintln!("skipped {} bad records, as --on-bad-row skip asks", bad.count);
+        eprintln!(
+            "skipped {} bad records, as --on-bad-row skip asks",
+            bad.count
+        );
     }
     if !all_identical {
-        bail!("{} {} does not match its recomputation", args.name, d.version);
+        bail!(
+            "{} {} does not match its recomputation",
+            args.name,
+            d.version
+        );
     }
     Ok(())
 }

@@ -203,7 +203,8 @@ impl Shared {
             Some(p) => p.as_ref(),
             None => &no_progress,
         };
-        let mut combiners: Vec<Combiner> = plan.inputs.iter().map(|_| Combiner::default()).collect();
+        let mut combiners: Vec<Combiner> =
+            plan.inputs.iter().map(|_| Combiner::default()).collect();
         let mut failure = None;
         for chunk in self.chunks.iter().skip(index).step_by(peers) {
             if self.abort.load(Ordering::Relaxed) {

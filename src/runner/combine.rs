@@ -34,7 +34,11 @@ pub struct Combiner {
 
 impl Default for Combiner {
     fn default() -> Self {
-        Combiner { held: HashMap::with_hasher(foldhash::fast::FixedState::default()), seen: 0, enabled: true }
+        Combiner {
+            held: HashMap::with_hasher(foldhash::fast::FixedState::default()),
+            seen: 0,
+            enabled: true,
+        }
     }
 }
 

@@ -89,7 +89,11 @@ impl Committer {
                 return Ok(());
             }
             let epoch = self.next;
-            let log = logs.lock().expect("epoch logs poisoned").remove(&epoch).unwrap_or_default();
+            let log = logs
+                .lock()
+                .expect("epoch logs poisoned")
+                .remove(&epoch)
+                .unwrap_or_default();
             let changes = self.stash.remove(&epoch).unwrap_or_default();
             if epoch > 0 {
                 self.commit(epoch, log, changes, bad_rows)?;
@@ -111,9 +115,15 @@ impl Committer {
         self.last_state_check = Instant::now();
         let state = self.store.deployment(self.deployment)?.state;
         if !state.accepts_epochs() {
-            return Err(TableError::StateConflict { id: self.deployment, state, action: "apply epochs" });
+            return Err(TableError::StateConflict {
+                id: self.deployment,
+                state,
+                action: "apply epochs",
+            });
         }
-        let Some(catch_up) = self.catch_up.clone() else { return Ok(()) };
+        let Some(catch_up) = self.catch_up.clone() else {
+            return Ok(());
+        };
         if self.next < 2 {
             // Epoch 0 is the replay of what was committed before; lag is
             // only meaningful once this run has committed an epoch of its own.
@@ -174,11 +184,14 @@ impl Committer {
         let stats = EpochStats {
             records: log.records,
             bad_rows_total: bad_rows,
-            epoch_ms: log.closed.map_or(0, |c| now.duration_since(c).as_millis() as u64),
+            epoch_ms: log
+                .closed
+                .map_or(0, |c| now.duration_since(c).as_millis() as u64),
             records_per_sec: self.records_total as f64 / elapsed,
             lag: self.lag.clone(),
         };
-        self.store.commit_epoch(self.deployment, &per_output, &log.offsets, &stats)?;
+        self.store
+            .commit_epoch(self.deployment, &per_output, &log.offsets, &stats)?;
         if !self.quiet && now.duration_since(self.last_report) >= Duration::from_secs(5) {
             self.report(epoch, &stats);
             self.last_report = now;
@@ -189,12 +202,23 @@ impl Committer {
     /// Lag per partition: the log's end offset minus the committed offset.
     pub fn refresh_lag(&mut self) {
         let mut lag = Vec::new();
-        let topics: std::collections::BTreeSet<&String> = self.positions.keys().map(|(t, _)| t).collect();
+        let topics: std::collections::BTreeSet<&String> =
+            self.positions.keys().map(|(t, _)| t).collect();
         for topic in topics {
-            let Ok(info) = self.log.topic(topic) else { continue };
+            let Ok(info) = self.log.topic(topic) else {
+                continue;
+            };
             for p in info.partitions {
-                let at = self.positions.get(&(topic.clone(), p.partition)).copied().unwrap_or(0);
-                lag.push(PartitionLag { topic: topic.clone(), partition: p.partition, lag: p.latest.saturating_sub(at) });
+                let at = self
+                    .positions
+                    .get(&(topic.clone(), p.partition))
+                    .copied()
+                    .unwrap_or(0);
+                lag.push(PartitionLag {
+                    topic: topic.clone(),
+                    partition: p.partition,
+                    lag: p.latest.saturating_sub(at),
+                });
             }
         }
         self.lag = lag;
@@ -213,5 +237,11 @@ impl Committer {
 /// True when a commit was refused because the deployment is no longer
 /// applying epochs (swapped out or dropped): the stream should exit cleanly.
 pub fn is_retired(e: &TableError) -> bool {
-    matches!(e, TableError::StateConflict { state: DeploymentState::Retired | DeploymentState::Dropped, .. })
+    matches!(
+        e,
+        TableError::StateConflict {
+            state: DeploymentState::Retired | DeploymentState::Dropped,
+            ..
+        }
+    )
 }

@@ -31,7 +31,10 @@ pub fn run_in_memory(plan: &Plan, inputs: Vec<Vec<Row>>, workers: usize) -> Vec<
                     let row = projection
                         .columns
                         .iter()
-                        .map(|&(i, ty)| ty.coerce(row[i].clone()).expect("in-memory input row does not fit its column type"))
+                        .map(|&(i, ty)| {
+                            ty.coerce(row[i].clone())
+                                .expect("in-memory input row does not fit its column type")
+                        })
                         .collect();
                     (row, 1)
                 })
@@ -43,7 +46,11 @@ pub fn run_in_memory(plan: &Plan, inputs: Vec<Vec<Row>>, workers: usize) -> Vec<
 
 /// As [`run_in_memory`], over inputs already projected and typed as the plan
 /// asks, given as rows with multiplicities.
-pub fn run_projected(plan: &Plan, inputs: Vec<Vec<(Row, isize)>>, workers: usize) -> Vec<Vec<(Row, isize)>> {
+pub fn run_projected(
+    plan: &Plan,
+    inputs: Vec<Vec<(Row, isize)>>,
+    workers: usize,
+) -> Vec<Vec<(Row, isize)>> {
     let projected = inputs;
     let shared = Arc::new((plan.clone(), projected));
     let results: Arc<Mutex<Vec<crate::runner::OutputRows>>> =

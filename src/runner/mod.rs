@@ -5,8 +5,8 @@
 //! that running across machines is a flag away rather than a rewrite.
 
 pub mod batch;
-mod commit;
 mod combine;
+mod commit;
 pub mod memory;
 pub mod stream;
 pub mod verify;

@@ -26,8 +26,8 @@ use timely::dataflow::ProbeHandle;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
 
-use super::commit::{Committer, EpochLog, EpochLogs, is_retired};
 pub use super::commit::CatchUp;
+use super::commit::{Committer, EpochLog, EpochLogs, is_retired};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, Time};
 use crate::log::{Log, Start};
@@ -47,7 +47,10 @@ pub struct EpochConfig {
 
 impl Default for EpochConfig {
     fn default() -> Self {
-        EpochConfig { max_latency: Duration::from_millis(100), max_records: 100_000 }
+        EpochConfig {
+            max_latency: Duration::from_millis(100),
+            max_records: 100_000,
+        }
     }
 }
 
@@ -105,7 +108,10 @@ impl StreamRun {
         for (i, input) in self.inputs.iter().enumerate() {
             for p in 0..input.partitions {
                 assignments.push((i, p));
-                let at = committed.get(&(input.schema.name.clone(), p)).copied().unwrap_or(0);
+                let at = committed
+                    .get(&(input.schema.name.clone(), p))
+                    .copied()
+                    .unwrap_or(0);
                 resume.insert((i, p), at);
             }
         }
@@ -121,7 +127,8 @@ impl StreamRun {
             retired: AtomicBool::new(false),
         });
         let worker_shared = shared.clone();
-        let guards = timely::execute(config, move |worker| worker_shared.work(worker)).map_err(RunError::Timely)?;
+        let guards = timely::execute(config, move |worker| worker_shared.work(worker))
+            .map_err(RunError::Timely)?;
         let mut bad_rows = BadRows::default();
         for result in guards.join() {
             bad_rows.merge(result.map_err(RunError::WorkerPanic)?);
@@ -154,16 +161,30 @@ impl Shared {
         bad
     }
 
-    fn drive(self: &Arc<Self>, worker: &mut timely::worker::Worker, bad: &mut BadRows) -> Result<(), RunError> {
+    fn drive(
+        self: &Arc<Self>,
+        worker: &mut timely::worker::Worker,
+        bad: &mut BadRows,
+    ) -> Result<(), RunError> {
         let (index, peers) = (worker.index(), worker.peers());
-        let log = Log::open(&self.run.log_dir).map_err(|source| SourceError::Log { topic: String::new(), source })?;
-        let mut committer = if index == 0 { Some(self.committer(&log)?) } else { None };
+        let log = Log::open(&self.run.log_dir).map_err(|source| SourceError::Log {
+            topic: String::new(),
+            source,
+        })?;
+        let mut committer = if index == 0 {
+            Some(self.committer(&log)?)
+        } else {
+            None
+        };
         let plan = &self.run.plan;
         let probe = ProbeHandle::new();
         let shared = self.clone();
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, collections): (Vec<_>, Vec<_>) =
-                plan.inputs.iter().map(|_| scope.new_collection::<Row, isize>()).unzip();
+            let (sessions, collections): (Vec<_>, Vec<_>) = plan
+                .inputs
+                .iter()
+                .map(|_| scope.new_collection::<Row, isize>())
+                .unzip();
             let tagged = plan
                 .dataflow
                 .build(collections)
@@ -173,24 +194,36 @@ impl Shared {
                 .reduce(|a, b| a.concat(b))
                 .expect("a job has at least one output")
                 .probe_with(&probe);
-            tagged.inner.sink(Exchange::new(|_: &((usize, Row), Time, isize)| 0), "Commit", move |(input, frontier)| {
-                let Some(committer) = committer.as_mut() else { return };
-                input.for_each(|_cap, data| {
-                    // Epoch 0 is the replay of what the tables already hold.
-                    for (change, time, diff) in data.drain(..).filter(|(_, t, _)| *t > 0) {
-                        committer.stash.entry(time).or_default().push((change, diff));
+            tagged.inner.sink(
+                Exchange::new(|_: &((usize, Row), Time, isize)| 0),
+                "Commit",
+                move |(input, frontier)| {
+                    let Some(committer) = committer.as_mut() else {
+                        return;
+                    };
+                    input.for_each(|_cap, data| {
+                        // Epoch 0 is the replay of what the tables already hold.
+                        for (change, time, diff) in data.drain(..).filter(|(_, t, _)| *t > 0) {
+                            committer
+                                .stash
+                                .entry(time)
+                                .or_default()
+                                .push((change, diff));
+                        }
+                    });
+                    let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
+                    if let Err(e) =
+                        committer.commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t))
+                    {
+                        if is_retired(&e) {
+                            shared.retired.store(true, Ordering::Relaxed);
+                            shared.run.stop.store(true, Ordering::Relaxed);
+                        } else {
+                            shared.fail(RunError::Table(e));
+                        }
                     }
-                });
-                let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
-                if let Err(e) = committer.commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t)) {
-                    if is_retired(&e) {
-                        shared.retired.store(true, Ordering::Relaxed);
-                        shared.run.stop.store(true, Ordering::Relaxed);
-                    } else {
-                        shared.fail(RunError::Table(e));
-                    }
-                }
-            });
+                },
+            );
             sessions
         });
         let mut parts = self.open_partitions(&log, index, peers)?;
@@ -199,7 +232,13 @@ impl Shared {
             let until = self.resume[&(*input, part.partition())];
             let session = &mut sessions[*input];
             while part.position() < until {
-                let n = part.read(1 << 16, Some(until), &self.run.options, bad, &mut |row, diff| session.update(row, diff))?;
+                let n = part.read(
+                    1 << 16,
+                    Some(until),
+                    &self.run.options,
+                    bad,
+                    &mut |row, diff| session.update(row, diff),
+                )?;
                 if n == 0 {
                     break;
                 }
@@ -218,7 +257,8 @@ impl Shared {
         while !self.run.stop.load(Ordering::Relaxed) {
             let (records, drained) = self.read_epoch(&mut parts, &mut sessions, bad, epoch)?;
             self.records.fetch_add(records, Ordering::Relaxed);
-            self.bad_rows.fetch_add(bad.count - reported, Ordering::Relaxed);
+            self.bad_rows
+                .fetch_add(bad.count - reported, Ordering::Relaxed);
             reported = bad.count;
             epoch += 1;
             for s in &mut sessions {
@@ -257,15 +297,29 @@ impl Shared {
             for (input, part) in parts.iter_mut() {
                 let room = cfg.max_records.saturating_sub(total);
                 let input = *input;
-                let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| changes.push((input, row, diff)))?;
+                let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| {
+                    changes.push((input, row, diff))
+                })?;
                 total += n;
                 drained &= n < room;
             }
             // An idle worker closes the epoch as soon as another one has, so
             // that it does not hold back their records' latency.
-            let others_closed = drained && self.logs.lock().expect("epoch logs poisoned").get(&epoch).is_some_and(|e| e.closed.is_some());
-            let done = total >= cfg.max_records || (total > 0 && drained) || others_closed || Instant::now() >= deadline;
-            if done || self.run.stop.load(Ordering::Relaxed) || (self.run.until_caught_up && drained) {
+            let others_closed = drained
+                && self
+                    .logs
+                    .lock()
+                    .expect("epoch logs poisoned")
+                    .get(&epoch)
+                    .is_some_and(|e| e.closed.is_some());
+            let done = total >= cfg.max_records
+                || (total > 0 && drained)
+                || others_closed
+                || Instant::now() >= deadline;
+            if done
+                || self.run.stop.load(Ordering::Relaxed)
+                || (self.run.until_caught_up && drained)
+            {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -274,7 +328,12 @@ impl Shared {
             .iter()
             .map(|(input, part)| {
                 let name = self.run.inputs[*input].schema.name.clone();
-                (name, self.run.inputs[*input].topic.clone(), part.partition(), part.position())
+                (
+                    name,
+                    self.run.inputs[*input].topic.clone(),
+                    part.partition(),
+                    part.position(),
+                )
             })
             .collect();
         let mut logs = self.logs.lock().expect("epoch logs poisoned");
@@ -290,11 +349,22 @@ impl Shared {
     }
 
     /// Opens this worker's partitions at their earliest retained offsets.
-    fn open_partitions(&self, log: &Log, index: usize, peers: usize) -> Result<Vec<(usize, PartitionSource)>, RunError> {
+    fn open_partitions(
+        &self,
+        log: &Log,
+        index: usize,
+        peers: usize,
+    ) -> Result<Vec<(usize, PartitionSource)>, RunError> {
         let mut parts = Vec::new();
         for &(input, partition) in self.assignments.iter().skip(index).step_by(peers) {
             let topic = &self.run.inputs[input];
-            let part = PartitionSource::open(log, topic, partition, self.run.plan.inputs[input].clone(), Start::Earliest)?;
+            let part = PartitionSource::open(
+                log,
+                topic,
+                partition,
+                self.run.plan.inputs[input].clone(),
+                Start::Earliest,
+            )?;
             let committed = self.resume[&(input, partition)];
             if part.position() > 0 && committed > 0 && !topic.compacted {
                 // Retention deleted records this deployment applied: its state

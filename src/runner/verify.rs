@@ -58,10 +58,16 @@ pub fn recompute(
     for (i, input) in inputs.iter().enumerate() {
         let mut rows: Vec<(Row, isize)> = Vec::new();
         for p in 0..input.partitions {
-            let until = offsets.get(&(input.schema.name.clone(), p)).copied().unwrap_or(0);
-            let mut part = PartitionSource::open(log, input, p, plan.inputs[i].clone(), Start::Earliest)?;
+            let until = offsets
+                .get(&(input.schema.name.clone(), p))
+                .copied()
+                .unwrap_or(0);
+            let mut part =
+                PartitionSource::open(log, input, p, plan.inputs[i].clone(), Start::Earliest)?;
             while part.position() < until {
-                let n = part.read(1 << 16, Some(until), options, &mut bad, &mut |row, diff| rows.push((row, diff)))?;
+                let n = part.read(1 << 16, Some(until), options, &mut bad, &mut |row, diff| {
+                    rows.push((row, diff))
+                })?;
                 if n == 0 {
                     return Err(RunError::Replay(format!(
                         "topic {} partition {p}: the log holds records up to offset {}, but the version applied up to {until}",
@@ -83,7 +89,11 @@ pub fn compare(output: &str, table: &[(Row, isize)], expected: &[(Row, isize)]) 
     diff.extend(expected.iter().map(|(r, n)| (r.clone(), -n)));
     consolidate(&mut diff);
     let only_in_table: Vec<_> = diff.iter().filter(|(_, n)| *n > 0).cloned().collect();
-    let only_expected: Vec<_> = diff.iter().filter(|(_, n)| *n < 0).map(|(r, n)| (r.clone(), -n)).collect();
+    let only_expected: Vec<_> = diff
+        .iter()
+        .filter(|(_, n)| *n < 0)
+        .map(|(r, n)| (r.clone(), -n))
+        .collect();
     let count = |rows: &[(Row, isize)]| rows.iter().map(|(_, n)| *n as u64).sum::<u64>();
     OutputCheck {
         output: output.to_string(),

@@ -94,7 +94,11 @@ pub(super) fn read(
 
 /// Fills `row` with the projected, typed fields, or says which (0-based)
 /// column does not fit and why.
-fn typed_row(r: &ChunkReader<'_>, record: &::csv::ByteRecord, row: &mut Row) -> Result<(), (usize, String)> {
+fn typed_row(
+    r: &ChunkReader<'_>,
+    record: &::csv::ByteRecord,
+    row: &mut Row,
+) -> Result<(), (usize, String)> {
     row.clear();
     row.reserve(r.projection.columns.len());
     for &(col, ty) in &r.projection.columns {

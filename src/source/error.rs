@@ -12,7 +12,11 @@ pub enum Place {
     /// A 1-based line of a file.
     Line { path: PathBuf, line: u64 },
     /// A record of a log topic.
-    Record { topic: String, partition: u32, offset: u64 },
+    Record {
+        topic: String,
+        partition: u32,
+        offset: u64,
+    },
 }
 
 /// Where a bad row (or field) is, and the column to blame if there is one.
@@ -27,9 +31,11 @@ impl fmt::Display for RowLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.place {
             Place::Line { path, line } => write!(f, "{}: line {line}", path.display())?,
-            Place::Record { topic, partition, offset } => {
-                write!(f, "topic {topic}, partition {partition}, offset {offset}")?
-            }
+            Place::Record {
+                topic,
+                partition,
+                offset,
+            } => write!(f, "topic {topic}, partition {partition}, offset {offset}")?,
         }
         if let Some((n, name)) = &self.column {
             write!(f, ", column {n} ({name})")?;
@@ -69,9 +75,14 @@ pub enum SourceError {
     },
     /// A log topic could not be read.
     #[error("topic {topic}: {source}")]
-    Log { topic: String, source: crate::log::LogError },
+    Log {
+        topic: String,
+        source: crate::log::LogError,
+    },
     /// A topic that carries no rows yet, so its columns are unknown.
-    #[error("topic {topic} has no columns yet: produce rows to it first (kappa log produce {topic})")]
+    #[error(
+        "topic {topic} has no columns yet: produce rows to it first (kappa log produce {topic})"
+    )]
     NoColumns { topic: String },
     /// A row that does not fit (wrong field count, bad value, bad UTF-8, bad JSON).
     #[error("{at}: {problem}")]

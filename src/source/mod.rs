@@ -288,7 +288,10 @@ impl ChunkReader<'_> {
                     .unwrap_or_default(),
             )
         });
-        let place = Place::Line { path: self.path().to_path_buf(), line: base + line_in_chunk - 1 };
+        let place = Place::Line {
+            path: self.path().to_path_buf(),
+            line: base + line_in_chunk - 1,
+        };
         Ok(RowLocation { place, column })
     }
 

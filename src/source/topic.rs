@@ -39,14 +39,24 @@ impl TopicInput {
     /// Looks the topic up; it must already carry rows (its columns are set
     /// by the first producer).
     pub fn resolve(log: &Log, name: &str, topic: &str) -> Result<TopicInput, SourceError> {
-        let info = log.topic(topic).map_err(|source| SourceError::Log { topic: topic.into(), source })?;
+        let info = log.topic(topic).map_err(|source| SourceError::Log {
+            topic: topic.into(),
+            source,
+        })?;
         let format = match (info.config.row_format, info.config.columns.is_empty()) {
             (Some(f), false) => f,
-            _ => return Err(SourceError::NoColumns { topic: topic.into() }),
+            _ => {
+                return Err(SourceError::NoColumns {
+                    topic: topic.into(),
+                });
+            }
         };
         Ok(TopicInput {
             topic: topic.into(),
-            schema: InputSchema { name: name.into(), columns: info.config.columns.clone() },
+            schema: InputSchema {
+                name: name.into(),
+                columns: info.config.columns.clone(),
+            },
             format,
             compacted: info.config.compact,
             partitions: info.config.partitions,
@@ -77,7 +87,10 @@ impl PartitionSource {
     ) -> Result<PartitionSource, SourceError> {
         let reader = log
             .reader(&input.topic, partition, from)
-            .map_err(|source| SourceError::Log { topic: input.topic.clone(), source })?;
+            .map_err(|source| SourceError::Log {
+                topic: input.topic.clone(),
+                source,
+            })?;
         Ok(PartitionSource {
             input: input.clone(),
             partition,
@@ -94,7 +107,9 @@ impl PartitionSource {
 
     /// The offset of the next record this source will read.
     pub fn position(&self) -> u64 {
-        self.pending.front().map_or(self.reader.position(), |r| r.offset)
+        self.pending
+            .front()
+            .map_or(self.reader.position(), |r| r.offset)
     }
 
     /// Reads up to `max` records that are visible now and lie below `until`
@@ -111,10 +126,13 @@ impl PartitionSource {
         let mut consumed = 0;
         while consumed < max {
             if self.pending.is_empty() {
-                let batch = self
-                    .reader
-                    .next_batch(max - consumed)
-                    .map_err(|source| SourceError::Log { topic: self.input.topic.clone(), source })?;
+                let batch =
+                    self.reader
+                        .next_batch(max - consumed)
+                        .map_err(|source| SourceError::Log {
+                            topic: self.input.topic.clone(),
+                            source,
+                        })?;
                 if batch.is_empty() {
                     break;
                 }
@@ -151,10 +169,17 @@ impl PartitionSource {
         options: &ReadOptions,
         emit: &mut dyn FnMut(Row, isize),
     ) -> Result<(), (Option<usize>, String)> {
-        let keyed = self.input.compacted.then_some(record.key.as_ref()).flatten();
+        let keyed = self
+            .input
+            .compacted
+            .then_some(record.key.as_ref())
+            .flatten();
         if record.is_tombstone() {
             let Some(key) = keyed else {
-                return Err((None, "empty value (a tombstone) in a topic that is not a keyed changelog".into()));
+                return Err((
+                    None,
+                    "empty value (a tombstone) in a topic that is not a keyed changelog".into(),
+                ));
             };
             if let Some(old) = self.current.remove(key) {
                 emit(old, -1);
@@ -176,7 +201,8 @@ impl PartitionSource {
 
     /// The projected, typed row of a record value.
     fn decode(&self, value: &[u8], options: &ReadOptions) -> Result<Row, (Option<usize>, String)> {
-        let mut fields = decode_fields(value, self.input.schema.columns.len()).map_err(|e| (None, e.to_string()))?;
+        let mut fields = decode_fields(value, self.input.schema.columns.len())
+            .map_err(|e| (None, e.to_string()))?;
         let mut row = Vec::with_capacity(self.projection.columns.len());
         for &(col, ty) in &self.projection.columns {
             let json = std::mem::take(&mut fields[col]);
@@ -187,12 +213,19 @@ impl PartitionSource {
 }
 
 /// Types one element of a row value as the file readers would.
-fn typed(json: Json, format: RowFormat, ty: ColumnType, options: &ReadOptions) -> Result<Value, String> {
+fn typed(
+    json: Json,
+    format: RowFormat,
+    ty: ColumnType,
+    options: &ReadOptions,
+) -> Result<Value, String> {
     match (format, json) {
         (_, Json::Null) => Ok(Value::Null),
         (_, Json::String(s)) if options.is_null(s.as_bytes()) => Ok(Value::Null),
         (RowFormat::Csv, Json::String(text)) => ty.parse(&text),
-        (RowFormat::Csv, other) => Err(format!("expected field text in a CSV topic, found {other}")),
+        (RowFormat::Csv, other) => {
+            Err(format!("expected field text in a CSV topic, found {other}"))
+        }
         (RowFormat::Jsonl, json) => ty.coerce(from_json(json)),
     }
 }
