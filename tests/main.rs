@@ -2,6 +2,7 @@
 //! against plain reference implementations.
 
 mod cli;
+mod common;
 mod log_cli;
 mod log_crash;
 mod properties;

@@ -5,53 +5,14 @@
 //! reprocess leaves the live version untouched and resumes; the old stream
 //! process exits by itself once retired.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kappa::table::{DeploymentState, TableStore};
 
-const KAPPA: &str = env!("CARGO_BIN_EXE_kappa");
-
-struct World {
-    dir: tempfile::TempDir,
-}
+use crate::common::{KAPPA, World};
 
 impl World {
-    fn new() -> World {
-        World {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-    fn kappa(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(KAPPA);
-        cmd.args(args)
-            .env("KAPPA_LOG_DIR", self.path("log"))
-            .env("KAPPA_TABLE_DB", self.path("tables.db"))
-            .env("RUST_LOG", "warn");
-        cmd
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.kappa(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kappa {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    }
-    fn fails(&self, args: &[&str]) -> String {
-        let out = self.kappa(args).output().unwrap();
-        assert!(!out.status.success(), "kappa {args:?} succeeded");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
     /// Produces `rows` (CSV lines without header) into `events`, and appends them to `all`.
     fn produce(&self, all: &mut Vec<String>, rows: &[String]) {
         let file = self.path("chunk.csv");

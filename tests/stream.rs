@@ -5,65 +5,14 @@
 //! SIGKILL and restarted.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kappa::table::TableStore;
 use kappa::value::Value;
 
-const KAPPA: &str = env!("CARGO_BIN_EXE_kappa");
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-struct World {
-    dir: tempfile::TempDir,
-}
-
-impl World {
-    fn new() -> World {
-        World {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-    fn kappa(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(KAPPA);
-        cmd.args(args)
-            .env("KAPPA_LOG_DIR", self.path("log"))
-            .env("KAPPA_TABLE_DB", self.path("tables.db"))
-            .env("RUST_LOG", "warn");
-        cmd
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.kappa(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kappa {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    }
-    fn write(&self, name: &str, text: &str) -> String {
-        std::fs::write(self.path(name), text).unwrap();
-        self.path(name).display().to_string()
-    }
-}
+use crate::common::{KAPPA, Rng, World};
 
 /// Events: `user,user_id,ts,page,amount` with nulls and repeats.
 fn events(rng: &mut Rng, n: usize) -> Vec<String> {

@@ -64,6 +64,17 @@ pub(super) enum OnBadRow {
     Skip,
 }
 
+impl OnBadRow {
+    /// How sources read fields under this policy, with an extra null marker.
+    pub(super) fn read_options(self, null: Option<String>) -> ReadOptions {
+        let on_bad_row = match self {
+            OnBadRow::Fail => BadRowPolicy::Fail,
+            OnBadRow::Skip => BadRowPolicy::Skip,
+        };
+        ReadOptions { null, on_bad_row }
+    }
+}
+
 /// Parses `NAME=VALUE`.
 pub(super) fn name_value<T: std::str::FromStr>(s: &str) -> Result<(String, T), String>
 where
@@ -119,14 +130,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let workers = args.workers.config()?;
     let total_bytes: u64 = inputs.iter().map(InputFiles::bytes).sum();
     let bar = progress_bar(total_bytes);
-    let options = ReadOptions {
-        null: args.null.clone(),
-        on_bad_row: if args.on_bad_row == OnBadRow::Skip {
-            BadRowPolicy::Skip
-        } else {
-            BadRowPolicy::Fail
-        },
-    };
+    let options = args.on_bad_row.read_options(args.null.clone());
     let progress = bar
         .clone()
         .map(|b| Arc::new(move |n: u64| b.inc(n)) as Arc<dyn Fn(u64) + Send + Sync>);

@@ -15,7 +15,6 @@ use crate::job::{Job, Params, Plan};
 use crate::log::Log;
 use crate::runner::stream::{CatchUp, EpochConfig, StreamRun};
 use crate::source::topic::TopicInput;
-use crate::source::{BadRowPolicy, ReadOptions};
 use crate::table::{Deployment, DeploymentState, NewDeployment, TableStore};
 
 /// Where the log and the tables live (shared by stream, reprocess, table).
@@ -218,14 +217,7 @@ impl Planned {
             table_db: store.table_db.clone(),
             deployment,
             workers: args.workers.config()?,
-            options: ReadOptions {
-                null: args.null.clone(),
-                on_bad_row: if args.on_bad_row == OnBadRow::Skip {
-                    BadRowPolicy::Skip
-                } else {
-                    BadRowPolicy::Fail
-                },
-            },
+            options: args.on_bad_row.read_options(args.null.clone()),
             epochs: EpochConfig {
                 max_latency: Duration::from_millis(args.max_latency_ms),
                 max_records: args.max_batch,
@@ -262,7 +254,7 @@ pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
         .iter()
         .map(|o| o.name.clone())
         .collect();
-    let deployment = match store.live_for_job(&planned.job.spec().name, &outputs)? {
+    let deployment = match store.live_for_job(planned.job.spec().name, &outputs)? {
         Some(d) if planned.matches(&d) => {
             eprintln!(
                 "kappa stream: resuming {} {} from its committed offsets",

@@ -9,7 +9,6 @@ use clap::Args;
 use super::run::OnBadRow;
 use super::stream::{StoreArgs, plan_job};
 use crate::runner::verify::{compare, recompute};
-use crate::source::{BadRowPolicy, ReadOptions};
 use crate::table::TableVersion;
 
 #[derive(Debug, Args)]
@@ -59,14 +58,7 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
         out.name = built.name.clone();
     }
     let offsets = store.offsets(d.id)?;
-    let options = ReadOptions {
-        null: args.null.clone(),
-        on_bad_row: if args.on_bad_row == OnBadRow::Skip {
-            BadRowPolicy::Skip
-        } else {
-            BadRowPolicy::Fail
-        },
-    };
+    let options = args.on_bad_row.read_options(args.null.clone());
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

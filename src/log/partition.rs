@@ -174,7 +174,9 @@ impl PartitionLog {
         if !recs.is_empty() {
             self.last_ts = ts;
         }
-        let mut buf = Vec::new();
+        // One allocation for the whole batch (up to a segment's worth).
+        let total: usize = recs.iter().map(RecordIn::encoded_len).sum();
+        let mut buf = Vec::with_capacity(total.min(self.segment_bytes as usize));
         let mut entries = Vec::new();
         for rec in recs {
             if self.needs_roll(buf.len() as u64, rec.encoded_len() as u64) {

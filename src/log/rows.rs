@@ -117,14 +117,23 @@ pub fn decode_row(value: &[u8], format: RowFormat, types: &[ColumnType]) -> Resu
         .zip(types)
         .enumerate()
         .map(|(column, (json, ty))| {
-            typed(json, format, *ty).map_err(|detail| RowError::Field { column, detail })
+            typed(json, format, *ty, None).map_err(|detail| RowError::Field { column, detail })
         })
         .collect()
 }
 
-fn typed(json: Json, format: RowFormat, ty: ColumnType) -> Result<Value, String> {
+/// Types one element of a row value as the file readers would type the same
+/// field: CSV text through [`ColumnType::parse`], JSON values through
+/// [`ColumnType::coerce`]; `null` (and the text `null_marker`, if given) is null.
+pub fn typed(
+    json: Json,
+    format: RowFormat,
+    ty: ColumnType,
+    null_marker: Option<&str>,
+) -> Result<Value, String> {
     match (format, json) {
         (_, Json::Null) => Ok(Value::Null),
+        (_, Json::String(s)) if null_marker == Some(s.as_str()) => Ok(Value::Null),
         (RowFormat::Csv, Json::String(text)) => ty.parse(&text),
         (RowFormat::Csv, other) => Err(format!("expected a string in a CSV topic, found {other}")),
         (RowFormat::Jsonl, json) => ty.coerce(from_json(json)),

@@ -32,6 +32,9 @@ pub struct EpochLog {
     pub closed: Option<Instant>,
 }
 
+/// An output change tagged with its output's index: `((output, row), diff)`.
+pub type TaggedChange = ((usize, Row), isize);
+
 /// Epoch logs shared by the workers (written by all, taken by the committer).
 pub type EpochLogs = Mutex<BTreeMap<Time, EpochLog>>;
 
@@ -60,7 +63,7 @@ pub struct Committer {
     /// The next epoch to commit.
     pub next: Time,
     /// Changes received, by epoch, tagged with their output index.
-    pub stash: BTreeMap<Time, Vec<((usize, Row), isize)>>,
+    pub stash: BTreeMap<Time, Vec<TaggedChange>>,
     pub outputs: usize,
     pub records_total: u64,
     pub started: Instant,
@@ -162,7 +165,7 @@ impl Committer {
         &mut self,
         epoch: Time,
         log: EpochLog,
-        mut changes: Vec<((usize, Row), isize)>,
+        mut changes: Vec<TaggedChange>,
         bad_rows: u64,
     ) -> Result<(), TableError> {
         consolidate(&mut changes);

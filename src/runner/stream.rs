@@ -27,7 +27,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
 
 pub use super::commit::CatchUp;
-use super::commit::{Committer, EpochLog, EpochLogs, is_retired};
+use super::commit::{Committer, EpochLogs, is_retired};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, Time};
 use crate::log::{Log, Start};
@@ -337,7 +337,7 @@ impl Shared {
             })
             .collect();
         let mut logs = self.logs.lock().expect("epoch logs poisoned");
-        let entry = logs.entry(epoch).or_insert_with(EpochLog::default);
+        let entry = logs.entry(epoch).or_default();
         entry.offsets.extend::<Vec<_>>(offsets);
         entry.records += total as u64;
         entry.closed.get_or_insert_with(Instant::now);

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use differential_dataflow::consolidation::consolidate;
 
-use super::RunError;
 use super::memory::run_projected;
+use super::{OutputRows, RunError};
 use crate::job::Plan;
 use crate::log::{Log, Start};
 use crate::source::topic::{PartitionSource, TopicInput};
@@ -52,7 +52,7 @@ pub fn recompute(
     offsets: &BTreeMap<(String, u32), u64>,
     options: &ReadOptions,
     workers: usize,
-) -> Result<(Vec<Vec<(Row, isize)>>, BadRows), RunError> {
+) -> Result<(Vec<OutputRows>, BadRows), RunError> {
     let mut bad = BadRows::default();
     let mut collections = Vec::new();
     for (i, input) in inputs.iter().enumerate() {

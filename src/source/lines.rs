@@ -13,6 +13,7 @@ use std::path::Path;
 use serde_json::{Map, Value as Json};
 
 use super::{ChunkReader, SourceError};
+use crate::log::rows::from_json;
 use crate::value::{Row, Value};
 
 /// The keys of the first object in a JSON lines file.
@@ -131,17 +132,4 @@ fn json_row(r: &ChunkReader<'_>, line: &[u8]) -> Result<Row, (Option<usize>, Str
         row.push(value);
     }
     Ok(row)
-}
-
-fn from_json(json: Json) -> Value {
-    match json {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::str(if b { "true" } else { "false" }),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => Value::str(&s),
-        other => Value::str(&other.to_string()),
-    }
 }

@@ -16,13 +16,11 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use serde_json::Value as Json;
-
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
-use crate::log::rows::{RowFormat, decode_fields, from_json};
+use crate::log::rows::{RowFormat, decode_fields, typed};
 use crate::log::{Log, PartitionReader, Record, Start};
-use crate::schema::{ColumnType, InputSchema, Projection};
-use crate::value::{Row, Value};
+use crate::schema::{InputSchema, Projection};
+use crate::value::Row;
 
 /// One job input bound to a log topic.
 #[derive(Clone, Debug)]
@@ -206,26 +204,9 @@ impl PartitionSource {
         let mut row = Vec::with_capacity(self.projection.columns.len());
         for &(col, ty) in &self.projection.columns {
             let json = std::mem::take(&mut fields[col]);
-            row.push(typed(json, self.input.format, ty, options).map_err(|e| (Some(col), e))?);
+            let null = options.null.as_deref();
+            row.push(typed(json, self.input.format, ty, null).map_err(|e| (Some(col), e))?);
         }
         Ok(row)
-    }
-}
-
-/// Types one element of a row value as the file readers would.
-fn typed(
-    json: Json,
-    format: RowFormat,
-    ty: ColumnType,
-    options: &ReadOptions,
-) -> Result<Value, String> {
-    match (format, json) {
-        (_, Json::Null) => Ok(Value::Null),
-        (_, Json::String(s)) if options.is_null(s.as_bytes()) => Ok(Value::Null),
-        (RowFormat::Csv, Json::String(text)) => ty.parse(&text),
-        (RowFormat::Csv, other) => {
-            Err(format!("expected field text in a CSV topic, found {other}"))
-        }
-        (RowFormat::Jsonl, json) => ty.coerce(from_json(json)),
     }
 }

@@ -13,7 +13,7 @@
 //! the first object's keys) and the row format; later producers must match.
 
 use std::cell::Cell;
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{BufReader, IsTerminal, Read, Write};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::rc::Rc;

@@ -1,0 +1,72 @@
+//! Helpers shared by the integration tests that drive the real binary with
+//! a log and a table store of their own.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+pub const KAPPA: &str = env!("CARGO_BIN_EXE_kappa");
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A temporary directory holding a log (`log/`) and a table store (`tables.db`).
+pub struct World {
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    /// `kappa ARGS` with this world's log and table store.
+    pub fn kappa(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(KAPPA);
+        cmd.args(args)
+            .env("KAPPA_LOG_DIR", self.path("log"))
+            .env("KAPPA_TABLE_DB", self.path("tables.db"))
+            .env("RUST_LOG", "warn");
+        cmd
+    }
+    /// Runs kappa, expecting success; returns stdout then stderr.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kappa(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kappa {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+    /// Runs kappa, expecting failure; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.kappa(args).output().unwrap();
+        assert!(!out.status.success(), "kappa {args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+    /// Writes a file in the world; returns its path.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        std::fs::write(self.path(name), text).unwrap();
+        self.path(name).display().to_string()
+    }
+}
