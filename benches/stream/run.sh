@@ -22,9 +22,9 @@
 #   RUNS=N         timed runs per throughput measurement, best reported (default 2)
 #   WORKERS=N      --workers (default 2); topics have PARTITIONS=2 partitions
 #   BIG_BATCH=N    --max-batch of the extra count-by stream run with large epochs (default 1000000)
-#   LAT_RATES="R .." latency rates in records/s (default "50000")
+#   LAT_RUNS="W:R .." latency runs, workload:records/s (workloads in latency.py;
+#                  default "ticks:50000 groupby:50000 groupby:20000 groupby:10000")
 #   LAT_SECS=S     measured seconds per latency run (default 20, plus 3 s warm-up)
-#   LAT_WORKLOADS="ticks groupby"  latency workloads (see latency.py)
 #   SKIP_BUILD=1   do not run `cargo build --profile perf`
 #   SKIP_THROUGHPUT=1 / SKIP_LATENCY=1   run only one part
 #   LOCK_WAIT=S    wait at most S seconds for /tmp/kappa-bench.lock (default 900)
@@ -43,9 +43,8 @@ RUNS=${RUNS:-2}
 WORKERS=${WORKERS:-2}
 BIG_BATCH=${BIG_BATCH:-1000000}
 PARTITIONS=${PARTITIONS:-2}
-LAT_RATES=${LAT_RATES:-50000}
+LAT_RUNS=${LAT_RUNS:-ticks:50000 groupby:50000 groupby:20000 groupby:10000}
 LAT_SECS=${LAT_SECS:-20}
-LAT_WORKLOADS=${LAT_WORKLOADS:-ticks groupby}
 KAPPA=${KAPPA:-$ROOT/target/perf/kappa}
 DATA=$HERE/data/rows-$ROWS
 WORK=$HERE/work
@@ -232,20 +231,19 @@ fi
 # ---------------------------------------------------------------- latency
 : >"$TMP/latency.jsonl"
 if [[ ${SKIP_LATENCY:-0} != 1 ]]; then
-    for workload in $LAT_WORKLOADS; do
-        for rate in $LAT_RATES; do
-            say "latency: $workload at $rate records/s for ${LAT_SECS}s"
-            if python3 "$HERE/latency.py" --kappa "$KAPPA" --work "$WORK/latency" --workload "$workload" \
-                --rate "$rate" --seconds "$LAT_SECS" --workers "$WORKERS" --partitions "$PARTITIONS" \
-                >"$LOGS/latency-$workload-$rate.json" 2>"$LOGS/latency-$workload-$rate.stderr"; then :
-            else
-                echo "   latency run $workload at $rate reported a problem (see $LOGS/latency-$workload-$rate.*)" >&2
-            fi
-            cp "$WORK/latency/stream.stderr" "$LOGS/latency-$workload-$rate.stream.stderr" 2>/dev/null || true
-            python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
-                "$LOGS/latency-$workload-$rate.json" >>"$TMP/latency.jsonl" 2>/dev/null \
-                || echo "{\"workload\": \"$workload\", \"rate_target\": $rate, \"error\": \"latency.py failed\"}" >>"$TMP/latency.jsonl"
-        done
+    for run in $LAT_RUNS; do
+        workload=${run%%:*} rate=${run#*:}
+        say "latency: $workload at $rate records/s for ${LAT_SECS}s"
+        if python3 "$HERE/latency.py" --kappa "$KAPPA" --work "$WORK/latency" --workload "$workload" \
+            --rate "$rate" --seconds "$LAT_SECS" --workers "$WORKERS" --partitions "$PARTITIONS" \
+            >"$LOGS/latency-$workload-$rate.json" 2>"$LOGS/latency-$workload-$rate.stderr"; then :
+        else
+            echo "   latency run $workload at $rate reported a problem (see $LOGS/latency-$workload-$rate.*)" >&2
+        fi
+        cp "$WORK/latency/stream.stderr" "$LOGS/latency-$workload-$rate.stream.stderr" 2>/dev/null || true
+        python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
+            "$LOGS/latency-$workload-$rate.json" >>"$TMP/latency.jsonl" 2>/dev/null \
+            || echo "{\"workload\": \"$workload\", \"rate_target\": $rate, \"error\": \"latency.py failed\"}" >>"$TMP/latency.jsonl"
     done
 fi
 rm -f "$LOCK"; HAVE_LOCK=0

@@ -56,52 +56,68 @@ pub trait RelationalJoin<'s> {
     fn relational_join(self, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s>;
 }
 
-fn has_null(key: &Row) -> bool {
-    key.iter().any(Value::is_null)
-}
-
 impl<'s> RelationalJoin<'s> for Rows<'s> {
     fn relational_join(self, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s> {
-        let JoinColumns {
-            left_key,
-            right_key,
-            right_rest,
-        } = columns;
-        let pad = right_rest.len();
-        let keyed = self.map(move |row| (project(&row, &left_key), row));
-        let matchable = keyed.clone().filter(|(k, _)| !has_null(k));
-        let null_keyed = keyed.filter(|(k, _)| has_null(k)).map(|(_, row)| row);
-        let right = right.flat_map(move |row| {
-            let key = project(&row, &right_key);
-            (!has_null(&key)).then(|| (key, project(&row, &right_rest)))
-        });
-        let padded = move |mut row: Row| {
-            row.extend(std::iter::repeat_n(Value::Null, pad));
-            row
-        };
-        match kind {
-            JoinKind::Inner => matchable.join_map(right, |_, l, r| concat(l, r)),
-            JoinKind::Semi => matchable
-                .semijoin(right.map(|(k, _)| k).distinct())
-                .map(|(_, row)| row),
-            JoinKind::Anti => unmatched(matchable, right).concat(null_keyed),
-            JoinKind::Left => {
-                let matched = matchable
-                    .clone()
-                    .join_map(right.clone(), |_, l, r| concat(l, r));
-                matched.concat(unmatched(matchable, right).concat(null_keyed).map(padded))
-            }
+        // A one-column key is a `Value`, compared in place; wider keys are rows.
+        if columns.left_key.len() == 1 {
+            join_on::<Value>(self, right, columns, kind)
+        } else {
+            join_on::<Row>(self, right, columns, kind)
+        }
+    }
+}
+
+/// A join key taken from a row: `None` when any key column is null (null
+/// keys never match).
+trait JoinKey: differential_dataflow::ExchangeData + differential_dataflow::Hashable + Sized {
+    fn from_row(row: &Row, columns: &[usize]) -> Option<Self>;
+}
+
+impl JoinKey for Value {
+    fn from_row(row: &Row, columns: &[usize]) -> Option<Value> {
+        let v = &row[columns[0]];
+        (!v.is_null()).then(|| v.clone())
+    }
+}
+
+impl JoinKey for Row {
+    fn from_row(row: &Row, columns: &[usize]) -> Option<Row> {
+        let key = project(row, columns);
+        (!key.iter().any(Value::is_null)).then_some(key)
+    }
+}
+
+type Keyed<'s, K> = differential_dataflow::VecCollection<'s, crate::job::Time, (K, Row)>;
+
+fn join_on<'s, K: JoinKey>(left: Rows<'s>, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s> {
+    let JoinColumns { left_key, right_key, right_rest } = columns;
+    let pad = right_rest.len();
+    let right: Keyed<'s, K> =
+        right.flat_map(move |row| K::from_row(&row, &right_key).map(|key| (key, project(&row, &right_rest))));
+    let lk = left_key.clone();
+    // Only left/anti joins keep null-keyed left rows; the others never build
+    // that branch (a second consumer would clone every left row).
+    let matchable = |left: Rows<'s>| -> Keyed<'s, K> { left.flat_map(move |row| K::from_row(&row, &lk).map(|k| (k, row))) };
+    let null_keyed = move |left: Rows<'s>| left.filter(move |row| left_key.iter().any(|&c| row[c].is_null()));
+    match kind {
+        JoinKind::Inner => matchable(left).join_map(right, |_, l, r| concat(l, r)),
+        JoinKind::Semi => matchable(left).semijoin(right.map(|(k, _)| k).distinct()).map(|(_, row)| row),
+        JoinKind::Anti => unmatched(matchable(left.clone()), right).concat(null_keyed(left)),
+        JoinKind::Left => {
+            let keyed = matchable(left.clone());
+            let matched = keyed.clone().join_map(right.clone(), |_, l, r| concat(l, r));
+            let padded = move |mut row: Row| {
+                row.extend(std::iter::repeat_n(Value::Null, pad));
+                row
+            };
+            matched.concat(unmatched(keyed, right).concat(null_keyed(left)).map(padded))
         }
     }
 }
 
 /// Left rows (with non-null keys) that have no match on the right.
-fn unmatched<'s>(
-    left: differential_dataflow::VecCollection<'s, crate::job::Time, (Row, Row)>,
-    right: differential_dataflow::VecCollection<'s, crate::job::Time, (Row, Row)>,
-) -> Rows<'s> {
-    left.antijoin(right.map(|(k, _)| k).distinct())
-        .map(|(_, row)| row)
+fn unmatched<'s, K: JoinKey>(left: Keyed<'s, K>, right: Keyed<'s, K>) -> Rows<'s> {
+    left.antijoin(right.map(|(k, _)| k).distinct()).map(|(_, row)| row)
 }
 
 fn concat(left: &Row, right: &Row) -> Row {
