@@ -94,6 +94,7 @@ HAVE_LOCK=1
 say "holding $LOCK"
 
 # ---------------------------------------------------------------- timing
+echo "- load average when the timings started: $(cut -d' ' -f1-3 /proc/loadavg) (other builds on the machine inflate every figure)" >"$TMP/notes.txt"
 # results.tsv: name, best wall s, all wall s, user+sys s of the best run, max RSS KiB of the best, status
 : >"$TMP/results.tsv"
 HAVE_TIME=0
@@ -152,7 +153,6 @@ record() {
 }
 
 note() { printf '%s\n' "$*" >>"$TMP/notes.txt"; }
-: >"$TMP/notes.txt"
 
 LOG_DIR=$WORK/log
 DB=$WORK/tables.db
@@ -231,6 +231,24 @@ fi
 # ---------------------------------------------------------------- latency
 : >"$TMP/latency.jsonl"
 if [[ ${SKIP_LATENCY:-0} != 1 ]]; then
+    # The commit of every epoch fsyncs SQLite's WAL: how long one small fsync takes right now.
+    mkdir -p "$WORK"
+    python3 - "$WORK/fsync-probe" >>"$TMP/notes.txt" <<'PY'
+import os, sys, time
+path = sys.argv[1]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+block, xs = b"x" * 4096, []
+for _ in range(100):
+    os.write(fd, block)
+    t = time.perf_counter()
+    os.fsync(fd)
+    xs.append((time.perf_counter() - t) * 1000)
+os.close(fd)
+os.unlink(path)
+xs.sort()
+print(f"- disk right before the latency runs: append 4 KiB + fsync, 100 times: p50 {xs[49]:.1f} ms, "
+      f"p99 {xs[98]:.1f} ms, max {xs[99]:.1f} ms; load average {open('/proc/loadavg').read().split()[0]}")
+PY
     for run in $LAT_RUNS; do
         workload=${run%%:*} rate=${run#*:}
         say "latency: $workload at $rate records/s for ${LAT_SECS}s"

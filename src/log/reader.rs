@@ -113,7 +113,7 @@ impl PartitionReader {
 
     /// Up to `max` records that are visible now (possibly none).
     pub fn next_batch(&mut self, max: usize) -> Result<Vec<Record>> {
-        let mut out: Vec<Record> = Vec::new();
+        let mut out: Vec<Record> = Vec::with_capacity(max.min(4096));
         while out.len() < max {
             if let Some(r) = self.pending.pop_front() {
                 out.push(r);

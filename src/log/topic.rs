@@ -269,10 +269,17 @@ impl TopicWriter {
     /// Routes and appends `recs`; returns `(partition, offset)` per record, in
     /// input order. Order is preserved within each partition.
     pub fn append(&mut self, recs: &[RecordIn<'_>]) -> Result<Vec<(u32, u64)>> {
-        let mut groups: Vec<Vec<RecordIn<'_>>> = vec![Vec::new(); self.parts.len()];
+        let route: Vec<usize> = recs
+            .iter()
+            .map(|r| self.partition_for(r.key) as usize)
+            .collect();
+        // Sized groups: growing them record by record showed up in profiles.
+        let mut counts = vec![0; self.parts.len()];
+        route.iter().for_each(|&p| counts[p] += 1);
+        let mut groups: Vec<Vec<RecordIn<'_>>> =
+            counts.iter().map(|&n| Vec::with_capacity(n)).collect();
         let mut slots = Vec::with_capacity(recs.len());
-        for r in recs {
-            let p = self.partition_for(r.key) as usize;
+        for (r, &p) in recs.iter().zip(&route) {
             slots.push((p, groups[p].len() as u64));
             groups[p].push(*r);
         }

@@ -89,23 +89,40 @@ impl JoinKey for Row {
 
 type Keyed<'s, K> = differential_dataflow::VecCollection<'s, crate::job::Time, (K, Row)>;
 
-fn join_on<'s, K: JoinKey>(left: Rows<'s>, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s> {
-    let JoinColumns { left_key, right_key, right_rest } = columns;
+fn join_on<'s, K: JoinKey>(
+    left: Rows<'s>,
+    right: Rows<'s>,
+    columns: JoinColumns,
+    kind: JoinKind,
+) -> Rows<'s> {
+    let JoinColumns {
+        left_key,
+        right_key,
+        right_rest,
+    } = columns;
     let pad = right_rest.len();
-    let right: Keyed<'s, K> =
-        right.flat_map(move |row| K::from_row(&row, &right_key).map(|key| (key, project(&row, &right_rest))));
+    let right: Keyed<'s, K> = right.flat_map(move |row| {
+        K::from_row(&row, &right_key).map(|key| (key, project(&row, &right_rest)))
+    });
     let lk = left_key.clone();
     // Only left/anti joins keep null-keyed left rows; the others never build
     // that branch (a second consumer would clone every left row).
-    let matchable = |left: Rows<'s>| -> Keyed<'s, K> { left.flat_map(move |row| K::from_row(&row, &lk).map(|k| (k, row))) };
-    let null_keyed = move |left: Rows<'s>| left.filter(move |row| left_key.iter().any(|&c| row[c].is_null()));
+    let matchable = |left: Rows<'s>| -> Keyed<'s, K> {
+        left.flat_map(move |row| K::from_row(&row, &lk).map(|k| (k, row)))
+    };
+    let null_keyed =
+        move |left: Rows<'s>| left.filter(move |row| left_key.iter().any(|&c| row[c].is_null()));
     match kind {
         JoinKind::Inner => matchable(left).join_map(right, |_, l, r| concat(l, r)),
-        JoinKind::Semi => matchable(left).semijoin(right.map(|(k, _)| k).distinct()).map(|(_, row)| row),
+        JoinKind::Semi => matchable(left)
+            .semijoin(right.map(|(k, _)| k).distinct())
+            .map(|(_, row)| row),
         JoinKind::Anti => unmatched(matchable(left.clone()), right).concat(null_keyed(left)),
         JoinKind::Left => {
             let keyed = matchable(left.clone());
-            let matched = keyed.clone().join_map(right.clone(), |_, l, r| concat(l, r));
+            let matched = keyed
+                .clone()
+                .join_map(right.clone(), |_, l, r| concat(l, r));
             let padded = move |mut row: Row| {
                 row.extend(std::iter::repeat_n(Value::Null, pad));
                 row
@@ -117,7 +134,8 @@ fn join_on<'s, K: JoinKey>(left: Rows<'s>, right: Rows<'s>, columns: JoinColumns
 
 /// Left rows (with non-null keys) that have no match on the right.
 fn unmatched<'s, K: JoinKey>(left: Keyed<'s, K>, right: Keyed<'s, K>) -> Rows<'s> {
-    left.antijoin(right.map(|(k, _)| k).distinct()).map(|(_, row)| row)
+    left.antijoin(right.map(|(k, _)| k).distinct())
+        .map(|(_, row)| row)
 }
 
 fn concat(left: &Row, right: &Row) -> Row {

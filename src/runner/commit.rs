@@ -51,6 +51,8 @@ pub struct CatchUp {
 
 /// Worker 0's committer state.
 pub struct Committer {
+    /// Set after a failed commit (or once retired): nothing more is committed.
+    pub halted: bool,
     /// Set while the deployment is building: when and how it goes live.
     pub catch_up: Option<CatchUp>,
     /// Last time the deployment's state was checked while idle.
@@ -77,6 +79,22 @@ impl Committer {
     /// `complete(t)` tells whether epoch `t` is complete; `last` is the
     /// highest epoch any worker has recorded.
     pub fn commit_ready(
+        &mut self,
+        logs: &EpochLogs,
+        bad_rows: u64,
+        complete: impl Fn(Time) -> bool,
+    ) -> Result<(), TableError> {
+        if self.halted {
+            return Ok(());
+        }
+        let result = self.commit_in_order(logs, bad_rows, complete);
+        // After a failed commit nothing more may be committed: a later epoch's
+        // offsets would cover the changes that were not applied.
+        self.halted = result.is_err();
+        result
+    }
+
+    fn commit_in_order(
         &mut self,
         logs: &EpochLogs,
         bad_rows: u64,

@@ -389,6 +389,7 @@ impl Shared {
         }
         let now = Instant::now();
         let mut committer = Committer {
+            halted: false,
             catch_up: self.run.catch_up.clone(),
             last_state_check: now,
             store,
