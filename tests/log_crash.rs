@@ -319,11 +319,11 @@ fn compaction_kills(seed: u64, kills: usize) {
             .map(|p| compacted(&old[p as usize], active_base(&d.log(), p)))
             .collect();
         leftovers += usize::from(compact_and_kill(&d, &mut rng));
-        for p in 0..2 {
+        for (p, old_p) in (0..).zip(&old) {
             // Before recovery, a reader sees a mix of old and new segments:
             // only records that existed, each once, in order.
-            let by_offset: BTreeMap<u64, &Record> = old[p].iter().map(|r| (r.offset, r)).collect();
-            let seen = read_partition(&d.log(), "c", p as u32);
+            let by_offset: BTreeMap<u64, &Record> = old_p.iter().map(|r| (r.offset, r)).collect();
+            let seen = read_partition(&d.log(), "c", p);
             assert!(seen.windows(2).all(|w| w[0].offset < w[1].offset));
             assert!(seen.iter().all(|r| by_offset.get(&r.offset) == Some(&r)));
         }
