@@ -164,14 +164,28 @@ fn walkthrough_stream_reprocess_swap_rollback_forward() {
 
 #[test]
 fn killed_reprocess_leaves_live_untouched_and_resumes() {
+    /// Records applied so far by a building version (0 if there is none).
+    fn building_applied(w: &World) -> i64 {
+        rusqlite::Connection::open(w.path("tables.db"))
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT coalesce(sum(o.next_offset), 0) FROM kappa_offsets o JOIN kappa_deployments d \
+                     ON d.id = o.deployment WHERE d.state = 'building'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap_or(0)
+    }
     let w = World::new();
     let mut all = Vec::new();
     w.ok(&["log", "create", "events", "--partitions", "3"]);
-    w.produce(&mut all, &events(0, 20000));
+    w.produce(&mut all, &events(0, 40000));
     w.ok(&[STREAM, &["-p", "gap=1800"]].concat());
     let live_before = w.view();
     let mut mid_build = 0;
-    for (i, delay) in [30u64, 90, 10, 150].into_iter().enumerate() {
+    for (i, delay) in [300u64, 300, 300, 300].into_iter().enumerate() {
+        let applied_before = building_applied(&w);
         let mut child = w
             .kappa(&[
                 "reprocess",
@@ -190,7 +204,14 @@ fn killed_reprocess_leaves_live_untouched_and_resumes() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(delay));
+        // Kill as soon as this attempt has committed progress of its own
+        // (or after `delay` if it has not), so that kills land mid-build.
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(delay)
+            && building_applied(&w) <= applied_before
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         let states = w.states();

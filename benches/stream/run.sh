@@ -28,6 +28,8 @@
 #   SKIP_BUILD=1   do not run `cargo build --profile perf`
 #   SKIP_THROUGHPUT=1 / SKIP_LATENCY=1   run only one part
 #   LOCK_WAIT=S    wait at most S seconds for /tmp/kappa-bench.lock (default 900)
+#   QUIET_WAIT=S   first wait up to S seconds (default 300) for the 1-minute load average
+#                  to drop below QUIET_LOAD (default 0.8): builds do not take the lock
 #   KAPPA=         binary to time (default target/perf/kappa)
 #
 # Data goes to benches/stream/data/rows-N/, scratch logs and table stores to
@@ -77,6 +79,15 @@ say "generating data (ROWS=$ROWS) into $DATA"
 python3 "$ROOT/benches/batch/gen_data.py" "$DATA" --rows "$ROWS" --jobs 1
 FACT=$DATA/fact.csv DIM=$DATA/dim.csv
 cat "$FACT" "$DIM" >/dev/null   # warm the page cache
+
+# ---------------------------------------------------------------- quiet
+# Builds do not take the lock: wait (up to QUIET_WAIT s) for the machine to be idle-ish.
+quiet_s=${QUIET_WAIT:-300}
+while awk -v max="${QUIET_LOAD:-0.8}" '{ exit !($1 > max) }' /proc/loadavg && ((quiet_s > 0)); do
+    ((quiet_s % 60 == 0)) && say "waiting for a quieter machine (load average $(cut -d' ' -f1 /proc/loadavg))"
+    sleep 5
+    quiet_s=$((quiet_s - 5))
+done
 
 # ---------------------------------------------------------------- lock
 # Timings are only taken while holding the shared benchmark lock.

@@ -1,4 +1,5 @@
-//! Combining identical input rows before they enter the dataflow.
+//! Combining identical input rows before they enter the dataflow (batch
+//! runs per worker, stream runs per worker and epoch).
 //!
 //! An input collection is a multiset: inserting a row `n` times and
 //! inserting it once with multiplicity `n` are the same collection, so a
@@ -46,14 +47,24 @@ impl Combiner {
     /// Adds a row, passing it straight on once combining is off. The row is
     /// taken only when it must be kept; a repeated row is left to be reused.
     pub fn push(&mut self, row: &mut Row, session: &mut InputSession<Time, Row, isize>) {
+        self.update(row, 1, session);
+    }
+
+    /// Adds a row change with difference `diff` (a changelog retracts rows).
+    pub fn update(
+        &mut self,
+        row: &mut Row,
+        diff: isize,
+        session: &mut InputSession<Time, Row, isize>,
+    ) {
         if !self.enabled {
-            session.insert(std::mem::take(row));
+            session.update(std::mem::take(row), diff);
             return;
         }
         match self.held.get_mut(row) {
-            Some(n) => *n += 1,
+            Some(n) => *n += diff,
             None => {
-                self.held.insert(std::mem::take(row), 1);
+                self.held.insert(std::mem::take(row), diff);
             }
         }
         self.seen += 1;
@@ -66,7 +77,7 @@ impl Combiner {
 
     /// Sends every held row, with its count.
     pub fn flush(&mut self, session: &mut InputSession<Time, Row, isize>) {
-        for (row, n) in self.held.drain() {
+        for (row, n) in self.held.drain().filter(|(_, n)| *n != 0) {
             session.update(row, n);
         }
     }

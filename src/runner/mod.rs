@@ -5,7 +5,7 @@
 //! that running across machines is a flag away rather than a rewrite.
 
 pub mod batch;
-mod combine;
+pub(crate) mod combine;
 mod commit;
 pub mod memory;
 pub mod stream;

@@ -26,6 +26,7 @@ use timely::dataflow::ProbeHandle;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
 
+use super::combine::Combiner;
 pub use super::commit::CatchUp;
 use super::commit::{Committer, EpochLogs, is_retired};
 use super::{RunError, WorkerConfig};
@@ -36,12 +37,16 @@ use crate::source::{BadRows, ReadOptions, SourceError};
 use crate::table::TableStore;
 use crate::value::Row;
 
+/// How much larger than `max_records` an epoch may grow while far behind.
+const MAX_GROWTH: usize = 16;
+
 /// How epochs are cut.
 #[derive(Clone, Copy, Debug)]
 pub struct EpochConfig {
     /// Longest wait for records before an epoch is closed.
     pub max_latency: Duration,
-    /// Most records one worker puts in one epoch.
+    /// Most records one worker puts in one epoch near the log end (up to
+    /// 16 times more while far behind).
     pub max_records: usize,
 }
 
@@ -227,8 +232,10 @@ impl Shared {
             sessions
         });
         let mut parts = self.open_partitions(&log, index, peers)?;
+        let mut combiners: Vec<Combiner> = sessions.iter().map(|_| Combiner::default()).collect();
         // Epoch 0: replay up to the committed offsets.
         for (input, part) in &mut parts {
+            let combiner = &mut combiners[*input];
             let until = self.resume[&(*input, part.partition())];
             let session = &mut sessions[*input];
             while part.position() < until {
@@ -237,7 +244,7 @@ impl Shared {
                     Some(until),
                     &self.run.options,
                     bad,
-                    &mut |row, diff| session.update(row, diff),
+                    &mut |mut row, diff| combiner.update(&mut row, diff, session),
                 )?;
                 if n == 0 {
                     break;
@@ -245,17 +252,22 @@ impl Shared {
                 worker.step();
             }
         }
+        for (combiner, session) in combiners.iter_mut().zip(sessions.iter_mut()) {
+            combiner.flush(session);
+        }
         // Bad rows are counted as they are met, so each commit reports the
         // total among the records it covers (a replay meets them again).
         let mut reported = bad.count;
         self.bad_rows.fetch_add(reported, Ordering::Relaxed);
         let mut epoch: Time = 1;
+        let mut limit = self.run.epochs.max_records;
         for s in &mut sessions {
             s.advance_to(epoch);
             s.flush();
         }
         while !self.run.stop.load(Ordering::Relaxed) {
-            let (records, drained) = self.read_epoch(&mut parts, &mut sessions, bad, epoch)?;
+            let (records, drained) =
+                self.read_epoch(&mut parts, &mut sessions, bad, epoch, limit, &mut combiners)?;
             self.records.fetch_add(records, Ordering::Relaxed);
             self.bad_rows
                 .fetch_add(bad.count - reported, Ordering::Relaxed);
@@ -265,7 +277,19 @@ impl Shared {
                 s.advance_to(epoch);
                 s.flush();
             }
-            worker.step_while(|| probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed));
+            // Park (rather than spin) while other workers finish the epoch:
+            // on a small machine a spinning worker takes the committer's CPU.
+            worker.step_or_park_while(Some(Duration::from_millis(1)), || {
+                probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed)
+            });
+            // Far behind the log end (the epoch filled up), epochs grow so that
+            // a backlog is applied in few large commits; near the end they
+            // shrink back to `max_records` for latency.
+            limit = if drained {
+                self.run.epochs.max_records
+            } else {
+                (limit * 2).min(self.run.epochs.max_records * MAX_GROWTH)
+            };
             if self.run.until_caught_up && drained {
                 break;
             }
@@ -283,6 +307,8 @@ impl Shared {
         sessions: &mut [differential_dataflow::input::InputSession<Time, Row, isize>],
         bad: &mut BadRows,
         epoch: Time,
+        max_records: usize,
+        combiners: &mut [Combiner],
     ) -> Result<(u64, bool), RunError> {
         let cfg = self.run.epochs;
         let deadline = Instant::now() + cfg.max_latency;
@@ -295,7 +321,7 @@ impl Shared {
         loop {
             drained = true;
             for (input, part) in parts.iter_mut() {
-                let room = cfg.max_records.saturating_sub(total);
+                let room = max_records.saturating_sub(total);
                 let input = *input;
                 let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| {
                     changes.push((input, row, diff))
@@ -312,7 +338,7 @@ impl Shared {
                     .expect("epoch logs poisoned")
                     .get(&epoch)
                     .is_some_and(|e| e.closed.is_some());
-            let done = total >= cfg.max_records
+            let done = total >= max_records
                 || (total > 0 && drained)
                 || others_closed
                 || Instant::now() >= deadline;
@@ -342,8 +368,11 @@ impl Shared {
         entry.records += total as u64;
         entry.closed.get_or_insert_with(Instant::now);
         drop(logs);
-        for (input, row, diff) in changes {
-            sessions[input].update(row, diff);
+        for (input, mut row, diff) in changes {
+            combiners[input].update(&mut row, diff, &mut sessions[input]);
+        }
+        for (combiner, session) in combiners.iter_mut().zip(sessions.iter_mut()) {
+            combiner.flush(session);
         }
         Ok((total as u64, drained))
     }

@@ -203,10 +203,10 @@ impl PartitionSource {
             // Fast path: field texts borrowed from the value, no allocation
             // per field. Only strings without escapes borrow; anything else
             // takes the general path below, which types them the same way.
-            if let Ok(fields) = serde_json::from_slice::<Vec<Option<&str>>>(value) {
-                if fields.len() == self.input.schema.columns.len() {
-                    return self.type_fields(&fields, options);
-                }
+            if let Ok(fields) = serde_json::from_slice::<Vec<Option<&str>>>(value)
+                && fields.len() == self.input.schema.columns.len()
+            {
+                return self.type_fields(&fields, options);
             }
         }
         let mut fields = decode_fields(value, self.input.schema.columns.len())
@@ -248,11 +248,11 @@ mod tests {
     use crate::schema::ColumnType;
     use crate::source::BadRowPolicy;
 
-    /// A topic `t` with columns `k,v` holding `records` (key, fields; `None` fields = tombstone).
-    fn topic(
-        compact: bool,
-        records: &[(Option<&str>, Option<[Option<&str>; 2]>)],
-    ) -> (tempfile::TempDir, Log, TopicInput) {
+    /// A record to produce: its key, and its two fields (`None`: a tombstone).
+    type TestRecord<'a> = (Option<&'a str>, Option<[Option<&'a str>; 2]>);
+
+    /// A topic `t` with columns `k,v` holding `records`.
+    fn topic(compact: bool, records: &[TestRecord]) -> (tempfile::TempDir, Log, TopicInput) {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path()).unwrap();
         log.create_topic(

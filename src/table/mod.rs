@@ -202,7 +202,8 @@ impl TableStore {
         }
         self.conn.execute_batch(
             "PRAGMA synchronous = FULL;
-             PRAGMA foreign_keys = ON;",
+             PRAGMA foreign_keys = ON;
+             PRAGMA cache_size = -65536;",
         )?;
         // Four statements per output table plus the catalog's: room for a
         // few deployments with several outputs each.
