@@ -100,6 +100,33 @@ pub struct Plan {
     pub dataflow: Arc<dyn Dataflow>,
 }
 
+/// An input session feeding one of a plan's input collections.
+pub type RowInput = differential_dataflow::input::InputSession<Time, Row, isize>;
+
+impl Plan {
+    /// Creates the plan's input collections in `scope` and builds its
+    /// dataflow on them: the input sessions (spec order) and the output
+    /// collections (plan order). Every runner starts here.
+    pub fn instantiate<'s>(
+        &self,
+        scope: timely::dataflow::Scope<'s, Time>,
+    ) -> (Vec<RowInput>, Vec<Rows<'s>>) {
+        use differential_dataflow::input::Input;
+        let (sessions, collections): (Vec<_>, Vec<_>) = self
+            .inputs
+            .iter()
+            .map(|_| scope.new_collection::<Row, isize>())
+            .unzip();
+        let outputs = self.dataflow.build(collections);
+        assert_eq!(
+            outputs.len(),
+            self.outputs.len(),
+            "job built a different number of outputs than it planned"
+        );
+        (sessions, outputs)
+    }
+}
+
 /// Parameter values after validation: every declared parameter has a value.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Params(BTreeMap<String, String>);

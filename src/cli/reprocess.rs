@@ -2,12 +2,12 @@
 //! live one, and swap the views when it has caught up; and the rollback
 //! that runs the same path backwards (`kappa table rollback`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
-use super::stream::{JobOnLogArgs, StoreArgs, StreamOptions, plan_job, plan_on_log};
+use super::stream::{JobOnLogArgs, LogDirArg, StoreArgs, StreamOptions, plan_job, plan_on_log};
 use crate::log::Log;
 use crate::runner::stream::CatchUp;
 use crate::table::{Deployment, DeploymentState, TableStore};
@@ -145,21 +145,15 @@ pub struct RollbackArgs {
     pub swap: SwapArgs,
     #[command(flatten)]
     pub options: StreamOptions,
-    /// The log directory.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "KAPPA_LOG_DIR",
-        default_value = "kappa-data/log"
-    )]
-    pub log_dir: PathBuf,
+    #[command(flatten)]
+    pub log: LogDirArg,
 }
 
 /// Resumes the previous version of `NAME` from its own offsets, lets it
 /// catch up with what arrived since it was retired, and swaps it back in.
 pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     let paths = StoreArgs {
-        log_dir: args.log_dir.clone(),
+        log: args.log,
         table_db: table_db.to_path_buf(),
     };
     let (log, mut store) = paths.open()?;

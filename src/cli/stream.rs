@@ -17,9 +17,9 @@ use crate::runner::stream::{CatchUp, EpochConfig, StreamRun};
 use crate::source::topic::TopicInput;
 use crate::table::{Deployment, DeploymentState, NewDeployment, TableStore};
 
-/// Where the log and the tables live (shared by stream, reprocess, table).
+/// The log directory flag (shared by every command that reads the log).
 #[derive(Debug, Args)]
-pub struct StoreArgs {
+pub struct LogDirArg {
     /// The log directory.
     #[arg(
         long,
@@ -28,6 +28,13 @@ pub struct StoreArgs {
         default_value = "kappa-data/log"
     )]
     pub log_dir: PathBuf,
+}
+
+/// Where the log and the tables live (shared by stream, reprocess, table).
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    #[command(flatten)]
+    pub log: LogDirArg,
     /// The table store (a SQLite database).
     #[arg(
         long,
@@ -86,8 +93,9 @@ pub struct StreamOptions {
 impl StoreArgs {
     /// Opens the log and the table store.
     pub fn open(&self) -> anyhow::Result<(Log, TableStore)> {
-        let log = Log::open(&self.log_dir)
-            .with_context(|| format!("cannot open log directory {}", self.log_dir.display()))?;
+        let dir = &self.log.log_dir;
+        let log = Log::open(dir)
+            .with_context(|| format!("cannot open log directory {}", dir.display()))?;
         let store = TableStore::open(&self.table_db)
             .with_context(|| format!("cannot open table store {}", self.table_db.display()))?;
         Ok((log, store))
@@ -213,7 +221,7 @@ impl Planned {
         let run = StreamRun {
             plan: self.plan,
             inputs: self.inputs,
-            log_dir: store.log_dir.clone(),
+            log_dir: store.log.log_dir.clone(),
             table_db: store.table_db.clone(),
             deployment,
             workers: args.workers.config()?,

@@ -1,13 +1,13 @@
 //! `kappa table verify NAME [--version N]`: recompute a table version with
 //! the batch path over exactly the log offsets it has applied, and compare.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
 use super::run::OnBadRow;
-use super::stream::{StoreArgs, plan_job};
+use super::stream::{LogDirArg, StoreArgs, plan_job};
 use crate::runner::verify::{compare, recompute};
 use crate::table::TableVersion;
 
@@ -18,14 +18,8 @@ pub struct VerifyArgs {
     /// The version to verify (3 or v3) [default: the live one].
     #[arg(long, value_name = "N")]
     pub version: Option<TableVersion>,
-    /// The log directory.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "KAPPA_LOG_DIR",
-        default_value = "kappa-data/log"
-    )]
-    pub log_dir: PathBuf,
+    #[command(flatten)]
+    pub log: LogDirArg,
     /// Bad records: fail, or skip them as the stream did with --on-bad-row skip.
     #[arg(long, value_enum, default_value_t = OnBadRow::Fail)]
     pub on_bad_row: OnBadRow,
@@ -39,7 +33,7 @@ pub struct VerifyArgs {
 
 pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
     let paths = StoreArgs {
-        log_dir: args.log_dir.clone(),
+        log: args.log,
         table_db: table_db.to_path_buf(),
     };
     let (log, store) = paths.open()?;

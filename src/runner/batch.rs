@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use differential_dataflow::consolidation::consolidate;
-use differential_dataflow::input::Input;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
 
@@ -173,17 +172,7 @@ impl Shared {
         let collected: Vec<Rc<RefCell<super::OutputRows>>> =
             plan.outputs.iter().map(|_| Default::default()).collect();
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, collections): (Vec<_>, Vec<_>) = plan
-                .inputs
-                .iter()
-                .map(|_| scope.new_collection::<Row, isize>())
-                .unzip();
-            let outputs = plan.dataflow.build(collections);
-            assert_eq!(
-                outputs.len(),
-                plan.outputs.len(),
-                "job built a different number of outputs than it planned"
-            );
+            let (sessions, outputs) = plan.instantiate(scope);
             for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
                 output
                     .inner

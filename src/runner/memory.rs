@@ -9,7 +9,6 @@
 use std::sync::{Arc, Mutex};
 
 use differential_dataflow::consolidation::consolidate;
-use differential_dataflow::input::Input;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
 
@@ -60,12 +59,8 @@ pub fn run_projected(
         let (index, peers) = (worker.index(), worker.peers());
         let (plan, inputs) = &*shared;
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, collections): (Vec<_>, Vec<_>) = plan
-                .inputs
-                .iter()
-                .map(|_| scope.new_collection::<Row, isize>())
-                .unzip();
-            for (i, output) in plan.dataflow.build(collections).into_iter().enumerate() {
+            let (sessions, outputs) = plan.instantiate(scope);
+            for (i, output) in outputs.into_iter().enumerate() {
                 let results = sink_results.clone();
                 output
                     .inner

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use differential_dataflow::input::Input;
 use timely::dataflow::ProbeHandle;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
@@ -185,14 +184,8 @@ impl Shared {
         let probe = ProbeHandle::new();
         let shared = self.clone();
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, collections): (Vec<_>, Vec<_>) = plan
-                .inputs
-                .iter()
-                .map(|_| scope.new_collection::<Row, isize>())
-                .unzip();
-            let tagged = plan
-                .dataflow
-                .build(collections)
+            let (sessions, outputs) = plan.instantiate(scope);
+            let tagged = outputs
                 .into_iter()
                 .enumerate()
                 .map(|(i, out)| out.map(move |row| (i, row)))
