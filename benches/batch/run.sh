@@ -38,8 +38,8 @@ say() { printf '== %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------- build
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    say "cargo build --profile perf"
-    (cd "$ROOT" && cargo build --profile perf)
+    say "cargo build --profile perf --features bench-tools"
+    (cd "$ROOT" && cargo build --profile perf --features bench-tools)
 fi
 [[ -x $KAPPA ]] || { echo "error: $KAPPA not found (build failed or SKIP_BUILD=1 without a build)" >&2; exit 1; }
 
