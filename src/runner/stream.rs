@@ -5,11 +5,14 @@
 //! up to the offsets the deployment has committed, rebuilding the job's state
 //! without re-applying its output (the committer drops epoch 0). Epochs 1, 2,
 //! ... then read what the log holds beyond: a worker closes an epoch as soon
-//! as it has read everything visible (or `max_records`), or after
-//! `max_latency` when nothing arrives, so latency stays low when idle and
-//! epochs grow under load. All output changes go to worker 0, whose
-//! committer writes each completed epoch with its offsets in one transaction
-//! ([`super::commit`]).
+//! as it has read everything visible (or its record limit), or after
+//! `max_latency` when nothing arrives, so latency stays low when idle. The
+//! limit starts at `max_records` and doubles while epochs fill up (far
+//! behind the log end, up to 16x), so a backlog is applied in few large
+//! commits. An epoch's records are held until it is read whole and its
+//! offsets recorded, then combined ([`super::combine`]) and inserted. All
+//! output changes go to worker 0, whose committer writes each completed
+//! epoch with its offsets in one transaction ([`super::commit`]).
 //!
 //! Partitions are dealt to workers round-robin. Stopping (a signal, an error,
 //! or `until_caught_up`) closes a worker's inputs at an epoch boundary; what
