@@ -2,7 +2,9 @@
 //! a log and a table store of their own.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 pub const KAPPA: &str = env!("CARGO_BIN_EXE_kappa");
 
@@ -68,5 +70,33 @@ impl World {
     pub fn write(&self, name: &str, text: &str) -> String {
         std::fs::write(self.path(name), text).unwrap();
         self.path(name).display().to_string()
+    }
+
+    /// Produces `rows` (CSV lines under `header`) into `topic` from another
+    /// thread, `chunk` rows per `kappa log produce`, pausing `pause` between.
+    pub fn produce_in_background(
+        &self,
+        topic: &str,
+        header: &str,
+        rows: Vec<String>,
+        chunk: usize,
+        pause: Duration,
+    ) -> JoinHandle<()> {
+        let (dir, log) = (self.dir.path().to_path_buf(), self.path("log"));
+        let (topic, header) = (topic.to_string(), header.to_string());
+        std::thread::spawn(move || {
+            for (i, rows) in rows.chunks(chunk).enumerate() {
+                let file = dir.join(format!("{topic}-bg{i}.csv"));
+                std::fs::write(&file, format!("{header}\n{}\n", rows.join("\n"))).unwrap();
+                let status = Command::new(KAPPA)
+                    .args(["log", "produce", &topic, "--file", file.to_str().unwrap()])
+                    .env("KAPPA_LOG_DIR", &log)
+                    .stderr(Stdio::null())
+                    .status()
+                    .unwrap();
+                assert!(status.success(), "background produce failed");
+                std::thread::sleep(pause);
+            }
+        })
     }
 }

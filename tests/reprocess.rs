@@ -5,12 +5,12 @@
 //! reprocess leaves the live version untouched and resumes; the old stream
 //! process exits by itself once retired.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use kappa::table::{DeploymentState, TableStore};
 
-use crate::common::{KAPPA, World};
+use crate::common::World;
 
 impl World {
     /// Produces `rows` (CSV lines without header) into `events`, and appends them to `all`.
@@ -370,27 +370,13 @@ fn readers_see_whole_versions_across_the_swap() {
             seen
         })
     };
-    let producer = {
-        let (rows, dir, log) = (
-            rows[3000..].to_vec(),
-            w.dir.path().to_path_buf(),
-            w.path("log"),
-        );
-        std::thread::spawn(move || {
-            for (i, chunk) in rows.chunks(300).enumerate() {
-                let file = dir.join(format!("p{i}.csv"));
-                std::fs::write(&file, format!("key,n\n{}\n", chunk.join("\n"))).unwrap();
-                let status = Command::new(KAPPA)
-                    .args(["log", "produce", "clicks", "--file", file.to_str().unwrap()])
-                    .env("KAPPA_LOG_DIR", &log)
-                    .stderr(Stdio::null())
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        })
-    };
+    let producer = w.produce_in_background(
+        "clicks",
+        "key,n",
+        rows[3000..].to_vec(),
+        300,
+        Duration::from_millis(15),
+    );
     let v2 = [
         &["group-by", "-p", "agg=count,sum:n", "--max-batch", "40"][..],
         &v1,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kappa::table::TableStore;
 use kappa::value::Value;
 
-use crate::common::{KAPPA, Rng, World};
+use crate::common::{Rng, World};
 
 /// Events: `user,user_id,ts,page,amount` with nulls and repeats.
 fn events(rng: &mut Rng, n: usize) -> Vec<String> {
@@ -306,23 +306,13 @@ fn readers_never_see_half_an_epoch() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let producer_rows = rows[2000..].to_vec();
-    let world_log = w.path("log");
-    let dir = w.dir.path().to_path_buf();
-    let producer = std::thread::spawn(move || {
-        for (i, chunk) in producer_rows.chunks(500).enumerate() {
-            let file = dir.join(format!("p{i}.csv"));
-            std::fs::write(&file, format!("key,n\n{}\n", chunk.join("\n"))).unwrap();
-            let status = Command::new(KAPPA)
-                .args(["log", "produce", "clicks", "--file", file.to_str().unwrap()])
-                .env("KAPPA_LOG_DIR", &world_log)
-                .stderr(Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success());
-            std::thread::sleep(Duration::from_millis(30));
-        }
-    });
+    let producer = w.produce_in_background(
+        "clicks",
+        "key,n",
+        rows[2000..].to_vec(),
+        500,
+        Duration::from_millis(30),
+    );
     let db = w.path("tables.db");
     let started = std::time::Instant::now();
     let (mut snapshots, mut last) = (0, 0);
