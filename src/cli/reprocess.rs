@@ -59,12 +59,7 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     let options = &args.job.options;
     let (log, mut store) = args.job.store.open()?;
     let planned = plan_on_log(&args.job, &log)?;
-    let outputs: Vec<String> = planned
-        .plan
-        .outputs
-        .iter()
-        .map(|o| o.name.clone())
-        .collect();
+    let outputs = planned.output_names();
     let building: Vec<Deployment> = store
         .deployments()?
         .into_iter()
@@ -181,9 +176,7 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
         );
     }
     let mut planned = plan_job(&previous.job, &previous.params, &previous.inputs, &log)?;
-    for (out, built) in planned.plan.outputs.iter_mut().zip(&previous.outputs) {
-        out.name = built.name.clone();
-    }
+    planned.name_outputs_as(&previous);
     store
         .reopen(previous.id)
         .with_context(|| format!("cannot reopen {}", previous.version))?;

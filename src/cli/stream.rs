@@ -173,6 +173,18 @@ pub fn plan_job(
 }
 
 impl Planned {
+    /// The names of the planned outputs (the tables' view names).
+    pub fn output_names(&self) -> Vec<String> {
+        self.plan.outputs.iter().map(|o| o.name.clone()).collect()
+    }
+
+    /// Names the outputs as deployment `d` named them (`--table` renames
+    /// them at creation; resuming or verifying must use the same names).
+    pub fn name_outputs_as(&mut self, d: &Deployment) {
+        for (out, built) in self.plan.outputs.iter_mut().zip(&d.outputs) {
+            out.name = built.name.clone();
+        }
+    }
     /// The deployment description of this job.
     pub fn new_deployment(&self, state: DeploymentState) -> NewDeployment {
         let spec = self.job.spec();
@@ -256,12 +268,7 @@ pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
     let args = args.job;
     let (log, mut store) = args.store.open()?;
     let planned = plan_on_log(&args, &log)?;
-    let outputs: Vec<String> = planned
-        .plan
-        .outputs
-        .iter()
-        .map(|o| o.name.clone())
-        .collect();
+    let outputs = planned.output_names();
     let deployment = match store.live_for_job(planned.job.spec().name, &outputs)? {
         Some(d) if planned.matches(&d) => {
             eprintln!(

@@ -48,9 +48,7 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
             planned.job.spec().version
         );
     }
-    for (out, built) in planned.plan.outputs.iter_mut().zip(&d.outputs) {
-        out.name = built.name.clone();
-    }
+    planned.name_outputs_as(&d);
     let offsets = store.offsets(d.id)?;
     let options = args.on_bad_row.read_options(args.null.clone());
     let workers = args
