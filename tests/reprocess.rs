@@ -336,7 +336,7 @@ fn readers_see_whole_versions_across_the_swap() {
     let v1 = ["-i", "input=clicks", "--table", "t", "-p", "key=key", "-q"];
     let mut old = w
         .kappa(&[&["stream", "group-by", "-p", "agg=count"][..], &v1].concat())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(w.path("old-stream.log")).unwrap())
         .spawn()
         .unwrap();
     let db = w.path("tables.db");
@@ -387,10 +387,14 @@ fn readers_see_whole_versions_across_the_swap() {
     // The old stream exits by itself once retired.
     let waited = Instant::now();
     while old.try_wait().unwrap().is_none() {
-        assert!(
-            waited.elapsed() < Duration::from_secs(20),
-            "the retired stream did not exit"
-        );
+        if waited.elapsed() > Duration::from_secs(60) {
+            let _ = old.kill();
+            let log = std::fs::read_to_string(w.path("old-stream.log")).unwrap_or_default();
+            panic!(
+                "the retired stream did not exit within 60 s; its stderr:\n{log}\nstatus: {}",
+                w.ok(&["table", "status"])
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     w.ok(&[&["stream"][..], &v2, &["--until-caught-up"]].concat());
