@@ -53,6 +53,8 @@ pub struct CatchUp {
 pub struct Committer {
     /// Set after a failed commit (or once retired): nothing more is committed.
     pub halted: bool,
+    /// Set once a building version has caught up (it may still await a manual swap).
+    pub caught_up: bool,
     /// Set while the deployment is building: when and how it goes live.
     pub catch_up: Option<CatchUp>,
     /// Last time the deployment's state was checked while idle.
@@ -160,6 +162,7 @@ impl Committer {
         if lag > catch_up.max_lag {
             return Ok(());
         }
+        self.caught_up = true;
         let d = self.store.deployment(self.deployment)?;
         if d.caught_up_at.is_none() {
             self.store.mark_caught_up(self.deployment)?;

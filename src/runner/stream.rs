@@ -102,6 +102,10 @@ struct Shared {
     bad_rows: AtomicU64,
     records: AtomicU64,
     retired: AtomicBool,
+    /// A building version has not caught up yet: `until_caught_up` must not
+    /// stop it merely because the log was drained once (a producer may be
+    /// ahead again).
+    awaiting_catch_up: AtomicBool,
 }
 
 impl StreamRun {
@@ -123,6 +127,7 @@ impl StreamRun {
             }
         }
         drop(store);
+        let building = self.catch_up.is_some();
         let shared = Arc::new(Shared {
             run: self,
             assignments,
@@ -131,6 +136,7 @@ impl StreamRun {
             failure: Mutex::new(None),
             bad_rows: AtomicU64::new(0),
             records: AtomicU64::new(0),
+            awaiting_catch_up: AtomicBool::new(building),
             retired: AtomicBool::new(false),
         });
         let worker_shared = shared.clone();
@@ -213,9 +219,12 @@ impl Shared {
                         }
                     });
                     let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
-                    if let Err(e) =
-                        committer.commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t))
-                    {
+                    let result = committer
+                        .commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t));
+                    if committer.caught_up || committer.catch_up.is_none() {
+                        shared.awaiting_catch_up.store(false, Ordering::Relaxed);
+                    }
+                    if let Err(e) = result {
                         if is_retired(&e) {
                             shared.retired.store(true, Ordering::Relaxed);
                             shared.run.stop.store(true, Ordering::Relaxed);
@@ -286,7 +295,10 @@ impl Shared {
             } else {
                 (limit * 2).min(self.run.epochs.max_records * MAX_GROWTH)
             };
-            if self.run.until_caught_up && drained {
+            if self.run.until_caught_up
+                && drained
+                && !self.awaiting_catch_up.load(Ordering::Relaxed)
+            {
                 break;
             }
         }
@@ -340,7 +352,9 @@ impl Shared {
                 || Instant::now() >= deadline;
             if done
                 || self.run.stop.load(Ordering::Relaxed)
-                || (self.run.until_caught_up && drained)
+                || (self.run.until_caught_up
+                    && drained
+                    && !self.awaiting_catch_up.load(Ordering::Relaxed))
             {
                 break;
             }
@@ -415,6 +429,7 @@ impl Shared {
         let now = Instant::now();
         let mut committer = Committer {
             halted: false,
+            caught_up: false,
             catch_up: self.run.catch_up.clone(),
             last_state_check: now,
             store,
