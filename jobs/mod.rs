@@ -11,6 +11,7 @@ mod join;
 mod page_views;
 mod sessionize;
 mod top_k;
+mod window_agg;
 mod wordcount;
 
 use kappa_job_prelude::*;
@@ -25,6 +26,7 @@ pub static ALL: &[&dyn Job] = &[
     &wordcount::WordCount,
     &sessionize::Sessionize,
     &page_views::PageViews,
+    &window_agg::WindowAgg,
 ];
 
 /// The job with this CLI name.
