@@ -4,6 +4,7 @@
 //! its planner (parameters and input columns in, output schema and dataflow
 //! out) and its unit tests.
 
+mod ad_clicks;
 mod count_by;
 mod distinct;
 mod group_by;
@@ -27,6 +28,7 @@ pub static ALL: &[&dyn Job] = &[
     &sessionize::Sessionize,
     &page_views::PageViews,
     &window_agg::WindowAgg,
+    &ad_clicks::AdClicks,
 ];
 
 /// The job with this CLI name.
@@ -39,8 +41,8 @@ mod kappa_job_prelude {
     pub use std::sync::Arc;
 
     pub use crate::job::{
-        Dataflow, InputFormat, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan,
-        PlanError, Rows,
+        Dataflow, InputFormat, InputSpec, Job, JobSpec, LATE_PARAMS, OutputSpec, ParamSpec, Params,
+        Plan, PlanError, Rows,
     };
     pub use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
     pub use crate::value::{Row, Value};
