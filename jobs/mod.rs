@@ -7,6 +7,7 @@
 mod ad_clicks;
 mod count_by;
 mod distinct;
+mod enrich;
 mod group_by;
 mod join;
 mod page_views;
@@ -29,6 +30,7 @@ pub static ALL: &[&dyn Job] = &[
     &page_views::PageViews,
     &window_agg::WindowAgg,
     &ad_clicks::AdClicks,
+    &enrich::Enrich,
 ];
 
 /// The job with this CLI name.

@@ -5,3 +5,4 @@ pub mod aggregate;
 pub mod interval_join;
 pub mod join;
 pub mod window;
+pub mod temporal_join;
