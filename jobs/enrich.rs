@@ -109,7 +109,10 @@ impl Job for Enrich {
             "" => None,
             text => {
                 let (et, vf) = text.split_once(':').ok_or_else(|| {
-                    bad("as_of", "expected EVENT_TIME:VALID_FROM (two column names)".into())
+                    bad(
+                        "as_of",
+                        "expected EVENT_TIME:VALID_FROM (two column names)".into(),
+                    )
                 })?;
                 let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
                 let (et, vf) = (events.index(et)?, table.index(vf)?);
@@ -189,7 +192,9 @@ mod tests {
     fn as_of_picks_the_version_valid_at_event_time() {
         // Versions of u1: fr from 10, de from 20; u2: jp from 50.
         let users = rows("u1,10,fr\nu1,20,de\nu2,50,jp");
-        let views = rows("u1,5,/a\nu1,10,/b\nu1,19,/c\nu1,20,/d\nu1,99,/e\nu2,49,/f\nu2,50,/g\nu2,50,/g\nu3,1,/h");
+        let views = rows(
+            "u1,5,/a\nu1,10,/b\nu1,19,/c\nu1,20,/d\nu1,99,/e\nu2,49,/f\nu2,50,/g\nu2,50,/g\nu3,1,/h",
+        );
         let run = |kind| {
             run_job(
                 &Enrich,
@@ -201,11 +206,15 @@ mod tests {
         };
         assert_eq!(
             run("inner"),
-            rows("u1,10,/b,10,fr\nu1,19,/c,10,fr\nu1,20,/d,20,de\nu1,99,/e,20,de\nu2,50,/g,50,jp\nu2,50,/g,50,jp")
+            rows(
+                "u1,10,/b,10,fr\nu1,19,/c,10,fr\nu1,20,/d,20,de\nu1,99,/e,20,de\nu2,50,/g,50,jp\nu2,50,/g,50,jp"
+            )
         );
         assert_eq!(
             run("left"),
-            rows("u1,5,/a,,\nu1,10,/b,10,fr\nu1,19,/c,10,fr\nu1,20,/d,20,de\nu1,99,/e,20,de\nu2,49,/f,,\nu2,50,/g,50,jp\nu2,50,/g,50,jp\nu3,1,/h,,")
+            rows(
+                "u1,5,/a,,\nu1,10,/b,10,fr\nu1,19,/c,10,fr\nu1,20,/d,20,de\nu1,99,/e,20,de\nu2,49,/f,,\nu2,50,/g,50,jp\nu2,50,/g,50,jp\nu3,1,/h,,"
+            )
         );
     }
 }

@@ -4,5 +4,5 @@
 pub mod aggregate;
 pub mod interval_join;
 pub mod join;
-pub mod window;
 pub mod temporal_join;
+pub mod window;
