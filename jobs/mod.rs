@@ -8,6 +8,7 @@ mod count_by;
 mod distinct;
 mod group_by;
 mod join;
+pub mod nexmark;
 mod page_views;
 mod sessionize;
 mod top_k;
@@ -25,6 +26,12 @@ pub static ALL: &[&dyn Job] = &[
     &wordcount::WordCount,
     &sessionize::Sessionize,
     &page_views::PageViews,
+    &nexmark::q0::Q0,
+    &nexmark::q1::Q1,
+    &nexmark::q2::Q2,
+    &nexmark::q3::Q3,
+    &nexmark::q4::Q4,
+    &nexmark::q9::Q9,
 ];
 
 /// The job with this CLI name.
