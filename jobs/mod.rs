@@ -12,6 +12,7 @@ pub mod nexmark;
 mod page_views;
 mod sessionize;
 mod top_k;
+mod window_agg;
 mod wordcount;
 
 use kappa_job_prelude::*;
@@ -26,11 +27,15 @@ pub static ALL: &[&dyn Job] = &[
     &wordcount::WordCount,
     &sessionize::Sessionize,
     &page_views::PageViews,
+    &window_agg::WindowAgg,
     &nexmark::q0::Q0,
     &nexmark::q1::Q1,
     &nexmark::q2::Q2,
     &nexmark::q3::Q3,
     &nexmark::q4::Q4,
+    &nexmark::q5::Q5,
+    &nexmark::q7::Q7,
+    &nexmark::q8::Q8,
     &nexmark::q9::Q9,
 ];
 

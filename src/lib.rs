@@ -5,6 +5,8 @@
 //! The layers, bottom up:
 //! - [`value`], [`schema`]: typed values and rows; column types, input and
 //!   output schemas.
+//! - [`time`]: event timestamps (epoch integers, RFC 3339 text), their
+//!   units, and durations such as `10m`.
 //! - [`job`]: the job contract — a spec, a planner, a dataflow builder —
 //!   shared by every runner. Jobs live in [`jobs`] (the top-level `jobs/`
 //!   folder), one file each.
@@ -35,4 +37,5 @@ pub mod schema;
 pub mod sink;
 pub mod source;
 pub mod table;
+pub mod time;
 pub mod value;

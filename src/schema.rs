@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::time::TimeUnit;
 use crate::value::Value;
 
 /// How a field's text becomes a value.
@@ -25,6 +26,9 @@ pub enum ColumnType {
     Number,
     /// The text as it is, never a number.
     Str,
+    /// An event timestamp: an integer in the unit, or RFC 3339 text
+    /// converted to it (see [`TimeUnit::parse_timestamp`]); always an `Int`.
+    Time(TimeUnit),
 }
 
 impl ColumnType {
@@ -32,6 +36,7 @@ impl ColumnType {
     pub fn parse(self, text: &str) -> Result<Value, String> {
         let v = match self {
             ColumnType::Str => return Ok(Value::str(text)),
+            ColumnType::Time(unit) => return unit.parse_timestamp(text).map(Value::Int),
             _ => Value::infer(text),
         };
         match (self, &v) {
@@ -50,6 +55,8 @@ impl ColumnType {
             (_, Value::Null) | (ColumnType::Any, _) => Ok(v),
             (ColumnType::Str, Value::Str(_)) => Ok(v),
             (ColumnType::Str, _) => Ok(Value::str(&v.to_string())),
+            (ColumnType::Time(_), Value::Int(_)) => Ok(v),
+            (ColumnType::Time(_), Value::Float(_)) => Err(format!("expected {self}, found {v}")),
             (_, Value::Str(s)) => self.parse(s),
             (ColumnType::Int, Value::Int(_)) | (ColumnType::Number, _) => Ok(v),
             (ColumnType::Float, _) => Ok(Value::float(v.as_f64().unwrap_or_default())),
@@ -66,6 +73,7 @@ impl fmt::Display for ColumnType {
             ColumnType::Float => "a float",
             ColumnType::Number => "a number",
             ColumnType::Str => "a string",
+            ColumnType::Time(_) => "a timestamp",
         })
     }
 }
@@ -160,6 +168,15 @@ mod tests {
         assert_eq!(ColumnType::Str.coerce(Value::Int(3)), Ok(Value::str("3")));
         assert_eq!(ColumnType::Int.coerce(Value::str("4")), Ok(Value::Int(4)));
         assert!(ColumnType::Int.coerce(Value::float(1.5)).is_err());
+        let ts = ColumnType::Time(TimeUnit::Seconds);
+        assert_eq!(
+            ts.coerce(Value::str("1970-01-01T00:01:00Z")),
+            Ok(Value::Int(60))
+        );
+        assert_eq!(ts.coerce(Value::Int(5)), Ok(Value::Int(5)));
+        assert!(ts.coerce(Value::float(1.5)).is_err());
+        assert_eq!(ts.parse("1970-01-01T00:00:02Z"), Ok(Value::Int(2)));
+        assert!(ts.parse("1.5").unwrap_err().contains("timestamp"));
         assert_eq!(
             ColumnType::Float.coerce(Value::Int(1)),
             Ok(Value::float(1.0))

@@ -21,6 +21,9 @@ pub mod q1;
 pub mod q2;
 pub mod q3;
 pub mod q4;
+pub mod q5;
+pub mod q7;
+pub mod q8;
 pub mod q9;
 
 use differential_dataflow::VecCollection;

@@ -7,7 +7,7 @@
 //! lock-free readers (`reader.rs`), retention (`retention.rs`), compaction
 //! (`compaction.rs`) and consumer group offsets (`offsets.rs`). Topics that
 //! carry rows encode them in record values as described in [`rows`]; event
-//! times are parsed by `event_time.rs`.
+//! times are parsed by [`crate::time`].
 //!
 //! Invariants upheld across the module:
 //! - offsets never change and are never reused; order holds within a partition;
@@ -20,7 +20,6 @@
 
 mod compaction;
 mod error;
-mod event_time;
 mod fsutil;
 mod index;
 mod lock;
@@ -43,9 +42,9 @@ mod tests_ops;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::time::{event_time_from_json, parse_event_time};
 pub use compaction::CompactionReport;
 pub use error::{LogError, Result};
-pub use event_time::{event_time_from_json, parse_event_time};
 pub use partition::{OpenReport, Recovery};
 pub use reader::{PartitionReader, Start};
 pub use record::{Record, RecordIn};

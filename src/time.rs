@@ -1,12 +1,105 @@
-//! Event timestamps from row fields: epoch milliseconds or RFC 3339 text.
+//! Event time: timestamps in row fields, their units, and durations.
 //!
-//! A record's event time is an `i64` of milliseconds since the Unix epoch.
-//! Producers take it from a column holding either an integer (already epoch
+//! A log record's event time is an `i64` of milliseconds since the Unix
+//! epoch. Producers take it from a column holding either an integer (already epoch
 //! ms) or an RFC 3339 timestamp, `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` (`t` or
 //! a space may stand for `T`, `z` for `Z`; digits past milliseconds are
 //! truncated). The parser is written by hand — a few dozen lines — rather
 //! than pulling in a date crate for this one format; it validates every
 //! field, so `2024-02-30T00:00:00Z` is an error, not March 1st.
+
+use serde::{Deserialize, Serialize};
+
+/// The unit of an integer timestamp column (and of durations over it).
+///
+/// Jobs keep event time as a plain integer column in this unit; RFC 3339
+/// text in such a column is converted to it (rounding down to whole seconds
+/// for [`TimeUnit::Seconds`]), so windows and lateness are integer
+/// arithmetic and a function of the data only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimeUnit {
+    Millis,
+    Seconds,
+}
+
+impl TimeUnit {
+    /// `ms` or `s`.
+    pub fn parse(text: &str) -> Result<TimeUnit, String> {
+        match text {
+            "ms" => Ok(TimeUnit::Millis),
+            "s" => Ok(TimeUnit::Seconds),
+            _ => Err(format!("unknown time unit {text:?} (ms or s)")),
+        }
+    }
+
+    /// Milliseconds per unit.
+    fn millis(self) -> i64 {
+        match self {
+            TimeUnit::Millis => 1,
+            TimeUnit::Seconds => 1000,
+        }
+    }
+
+    /// A field's text as a timestamp in this unit: an integer as it is, or
+    /// an RFC 3339 timestamp converted.
+    pub fn parse_timestamp(self, text: &str) -> Result<i64, String> {
+        let t = text.trim();
+        let digits = t.strip_prefix('-').unwrap_or(t);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return t
+                .parse::<i64>()
+                .map_err(|_| format!("{text:?} does not fit in a 64-bit timestamp"));
+        }
+        match parse_rfc3339(t) {
+            Some(ms) => Ok(ms.div_euclid(self.millis())),
+            None => Err(format!(
+                "expected a timestamp (integer epoch {self} or RFC 3339 \
+                 YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)), found {text:?}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for TimeUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeUnit::Millis => "milliseconds",
+            TimeUnit::Seconds => "seconds",
+        })
+    }
+}
+
+/// A duration in `unit`: a number with a suffix `ms`, `s`, `m`, `h` or `d`
+/// (`10m`, `1h`, `500ms`), or a bare integer already in `unit`. A duration
+/// that is not a whole number of units (`500ms` in seconds) is an error.
+pub fn parse_duration(text: &str, unit: TimeUnit) -> Result<i64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(split);
+    let n: i64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 90s, 10m, 2h, 1d, 500ms)"))?;
+    let millis_per = match suffix {
+        "" => return Ok(n),
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "unknown unit {suffix:?} in duration {text:?} (ms, s, m, h, d)"
+            ));
+        }
+    };
+    let ms = n
+        .checked_mul(millis_per)
+        .ok_or_else(|| format!("duration {text:?} is too long"))?;
+    if ms % unit.millis() != 0 {
+        return Err(format!("duration {text:?} is not a whole number of {unit}"));
+    }
+    Ok(ms / unit.millis())
+}
 
 /// Parses a field's text as epoch ms or an RFC 3339 timestamp.
 pub fn parse_event_time(text: &str) -> Result<i64, String> {
@@ -155,6 +248,34 @@ mod tests {
         ] {
             assert!(parse_event_time(bad).is_err(), "{bad:?} parsed");
         }
+    }
+
+    #[test]
+    fn units_and_durations() {
+        let s = TimeUnit::Seconds;
+        assert_eq!(s.parse_timestamp("1700000000"), Ok(1_700_000_000));
+        assert_eq!(
+            s.parse_timestamp("2023-11-14T22:13:20.999Z"),
+            Ok(1_700_000_000)
+        );
+        assert_eq!(s.parse_timestamp("1969-12-31T23:59:59.5Z"), Ok(-1));
+        assert!(
+            s.parse_timestamp("soon")
+                .unwrap_err()
+                .contains("epoch seconds")
+        );
+        assert_eq!(
+            TimeUnit::Millis.parse_timestamp("1970-01-01T00:00:01Z"),
+            Ok(1000)
+        );
+        assert_eq!(parse_duration("10m", TimeUnit::Millis), Ok(600_000));
+        assert_eq!(parse_duration("10m", s), Ok(600));
+        assert_eq!(parse_duration("90", s), Ok(90));
+        assert_eq!(parse_duration("1d", s), Ok(86_400));
+        assert!(parse_duration("500ms", s).is_err());
+        assert!(parse_duration("5x", s).is_err());
+        assert!(parse_duration("-5s", s).is_err());
+        assert!(parse_duration("", s).is_err());
     }
 
     #[test]

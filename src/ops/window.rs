@@ -1,0 +1,349 @@
+//! Event-time windows: tumbling, hopping, sliding and session windows over
+//! an integer event-time column, each with any of the SQL aggregates of
+//! [`crate::ops::aggregate`].
+//!
+//! Event time is data: a window is a function of the timestamps in the rows,
+//! never of when they arrived. Every window kind is built from differential
+//! operators (`flat_map` + grouping for tumbling and hopping windows, a
+//! per-key `reduce` over the time-ordered events for sliding and session
+//! windows), so a late event simply updates the windows it belongs to —
+//! differential retracts the old result row and adds the new one — and a
+//! stream run ends with exactly the rows a batch run over the same events
+//! produces.
+//!
+//! Windows, for an event at time `t` (all bounds in the column's unit):
+//! - tumbling `size`: `[start, start + size)` with `start = floor(t / size) * size`;
+//! - hopping `size/hop`: every `[start, start + size)` containing `t`, with
+//!   `start` a multiple of `hop`;
+//! - sliding `size`: one window per distinct event time `t` of a key,
+//!   `[t - size, t]` (both bounds included, as Kafka Streams' sliding windows):
+//!   the aggregate over every event of the key no older than `size` before `t`;
+//! - session `gap`: per key, events whose times follow each other by at most
+//!   `gap` form one session `[first, last + gap)`.
+//!
+//! Rows whose time is null cannot be placed in time: per key they form one
+//! group with null `window_start` and `window_end`, so they are counted,
+//! never dropped (as SQL groups nulls).
+
+use std::fmt;
+
+use crate::job::Rows;
+use crate::ops::aggregate::{Aggregates, GroupAggregate, project};
+use crate::time::{TimeUnit, parse_duration};
+use crate::value::{Row, Value};
+
+/// The tumbling window `[start, end)` of size `size` holding `t`.
+pub fn tumbling(t: i64, size: i64) -> (i64, i64) {
+    let start = t.div_euclid(size) * size;
+    (start, start + size)
+}
+
+/// Every hopping window `[start, start + size)` holding `t`, with `start` a
+/// multiple of `hop`, earliest first.
+pub fn hopping(t: i64, size: i64, hop: i64) -> impl Iterator<Item = (i64, i64)> {
+    // The latest window starts at the last multiple of hop at or before t;
+    // earlier ones, hop apart, still hold t while start + size > t.
+    let last = t.div_euclid(hop) * hop;
+    let count = (size + hop - 1) / hop;
+    (0..count)
+        .rev()
+        .map(move |i| last - i * hop)
+        .filter(move |start| start + size > t)
+        .map(move |start| (start, start + size))
+}
+
+/// A window kind with its sizes, in the time column's unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowSpec {
+    Tumbling { size: i64 },
+    Hopping { size: i64, hop: i64 },
+    Sliding { size: i64 },
+    Session { gap: i64 },
+}
+
+impl WindowSpec {
+    /// Parses `tumbling:SIZE`, `hopping:SIZE/HOP`, `sliding:SIZE` or
+    /// `session:GAP`, durations as [`parse_duration`] reads them in `unit`.
+    pub fn parse(text: &str, unit: TimeUnit) -> Result<WindowSpec, String> {
+        let (kind, rest) = text.split_once(':').ok_or_else(|| {
+            "expected tumbling:SIZE, hopping:SIZE/HOP, sliding:SIZE or session:GAP".to_string()
+        })?;
+        let positive = |d: &str| -> Result<i64, String> {
+            let n = parse_duration(d, unit)?;
+            if n <= 0 {
+                return Err(format!("{d:?} must be longer than zero"));
+            }
+            Ok(n)
+        };
+        let spec = match kind {
+            "tumbling" => WindowSpec::Tumbling {
+                size: positive(rest)?,
+            },
+            "hopping" => {
+                let (size, hop) = rest
+                    .split_once('/')
+                    .ok_or_else(|| format!("hopping needs SIZE/HOP, found {rest:?}"))?;
+                let (size, hop) = (positive(size)?, positive(hop)?);
+                if hop > size {
+                    return Err(format!(
+                        "hop {hop} is longer than size {size}: events between windows would be lost"
+                    ));
+                }
+                WindowSpec::Hopping { size, hop }
+            }
+            "sliding" => WindowSpec::Sliding {
+                size: parse_duration(rest, unit)?,
+            },
+            "session" => WindowSpec::Session {
+                gap: parse_duration(rest, unit)?,
+            },
+            _ => {
+                return Err(format!(
+                    "unknown window kind {kind:?} (tumbling, hopping, sliding, session)"
+                ));
+            }
+        };
+        Ok(spec)
+    }
+}
+
+impl fmt::Display for WindowSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WindowSpec::Tumbling { size } => write!(f, "tumbling:{size}"),
+            WindowSpec::Hopping { size, hop } => write!(f, "hopping:{size}/{hop}"),
+            WindowSpec::Sliding { size } => write!(f, "sliding:{size}"),
+            WindowSpec::Session { gap } => write!(f, "session:{gap}"),
+        }
+    }
+}
+
+/// Windowed grouping with aggregates, as a collection method.
+pub trait WindowAggregate<'s> {
+    /// Groups rows by the columns at `key` and by `window` over the integer
+    /// time column at `time`, and appends the aggregates over the columns at
+    /// `values`. Output rows: key columns, `window_start`, `window_end`, then
+    /// one column per aggregate.
+    fn window_aggregate(
+        self,
+        time: usize,
+        key: Vec<usize>,
+        values: Vec<usize>,
+        window: WindowSpec,
+        aggs: Aggregates,
+    ) -> Rows<'s>;
+}
+
+impl<'s> WindowAggregate<'s> for Rows<'s> {
+    fn window_aggregate(
+        self,
+        time: usize,
+        key: Vec<usize>,
+        values: Vec<usize>,
+        window: WindowSpec,
+        aggs: Aggregates,
+    ) -> Rows<'s> {
+        let n_keys = key.len();
+        match window {
+            WindowSpec::Tumbling { .. } | WindowSpec::Hopping { .. } => {
+                // Each row becomes one row per window holding it: key,
+                // window bounds, values; then a plain grouping on
+                // (key, window), which keeps count-only aggregates on the
+                // cheap `count` path.
+                let n_values = values.len();
+                self.flat_map(move |row| {
+                    let mut base = project(&row, &key);
+                    let values = project(&row, &values);
+                    let windows: Vec<(Value, Value)> = match (&row[time], window) {
+                        (Value::Int(t), WindowSpec::Tumbling { size }) => {
+                            let (s, e) = tumbling(*t, size);
+                            vec![(Value::Int(s), Value::Int(e))]
+                        }
+                        (Value::Int(t), WindowSpec::Hopping { size, hop }) => {
+                            hopping(*t, size, hop)
+                                .map(|(s, e)| (Value::Int(s), Value::Int(e)))
+                                .collect()
+                        }
+                        _ => vec![(Value::Null, Value::Null)],
+                    };
+                    base.extend([Value::Null, Value::Null]);
+                    base.extend(values);
+                    windows.into_iter().map(move |(s, e)| {
+                        let mut out = base.clone();
+                        out[n_keys] = s;
+                        out[n_keys + 1] = e;
+                        out
+                    })
+                })
+                .group_aggregate(
+                    (0..n_keys + 2).collect(),
+                    (n_keys + 2..n_keys + 2 + n_values).collect(),
+                    aggs,
+                )
+            }
+            WindowSpec::Sliding { .. } | WindowSpec::Session { .. } => self
+                .map(move |row| {
+                    (
+                        project(&row, &key),
+                        (row[time].clone(), project(&row, &values)),
+                    )
+                })
+                .reduce(move |_key, events, out| {
+                    for (start, end, group) in per_key_windows(events, window) {
+                        let mut row = vec![start, end];
+                        row.extend(aggs.compute(&group));
+                        out.push((row, 1isize));
+                    }
+                })
+                .map(|(mut key, window)| {
+                    key.extend(window);
+                    key
+                }),
+        }
+    }
+}
+
+/// The sliding or session windows of one key. `events` are the key's
+/// `(time, values)` with multiplicities, sorted (null times first); each
+/// window comes with its events' value rows, consolidated and sorted as
+/// [`Aggregates::compute`] needs them.
+fn per_key_windows<'a>(
+    events: &[(&'a (Value, Row), isize)],
+    window: WindowSpec,
+) -> Vec<(Value, Value, Vec<(&'a Row, isize)>)> {
+    let nulls = events.partition_point(|(e, _)| e.0.is_null());
+    let mut out = Vec::new();
+    if nulls > 0 {
+        out.push((Value::Null, Value::Null, consolidated(&events[..nulls])));
+    }
+    let timed = &events[nulls..];
+    let time = |i: usize| match timed[i].0.0 {
+        Value::Int(t) => t,
+        // The plan types the time column as a timestamp, so the source
+        // layer rejects anything else as a bad row before it gets here.
+        ref v => unreachable!("non-integer event time {v:?}: the plan must type it"),
+    };
+    match window {
+        WindowSpec::Session { gap } => {
+            let mut first = 0;
+            for i in 1..=timed.len() {
+                if i == timed.len() || time(i) - time(i - 1) > gap {
+                    out.push((
+                        Value::Int(time(first)),
+                        Value::Int(time(i - 1).saturating_add(gap)),
+                        consolidated(&timed[first..i]),
+                    ));
+                    first = i;
+                }
+            }
+        }
+        WindowSpec::Sliding { size } => {
+            // Two pointers over the time-ordered events: the window ending
+            // at each distinct time starts at the first event no older
+            // than `size` before it.
+            let mut lo = 0;
+            let mut i = 0;
+            while i < timed.len() {
+                let t = time(i);
+                let mut hi = i;
+                while hi < timed.len() && time(hi) == t {
+                    hi += 1;
+                }
+                while time(lo) < t.saturating_sub(size) {
+                    lo += 1;
+                }
+                out.push((
+                    Value::Int(t.saturating_sub(size)),
+                    Value::Int(t),
+                    consolidated(&timed[lo..hi]),
+                ));
+                i = hi;
+            }
+        }
+        WindowSpec::Tumbling { .. } | WindowSpec::Hopping { .. } => {
+            unreachable!("tumbling and hopping windows are grouped, not reduced per key")
+        }
+    }
+    out
+}
+
+/// The value rows of `events`, sorted, equal rows merged.
+fn consolidated<'a>(events: &[(&'a (Value, Row), isize)]) -> Vec<(&'a Row, isize)> {
+    let mut rows: Vec<(&Row, isize)> = events.iter().map(|(e, m)| (&e.1, *m)).collect();
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    rows.dedup_by(|next, kept| {
+        if next.0 == kept.0 {
+            kept.1 += next.1;
+            true
+        } else {
+            false
+        }
+    });
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tumbling_floors_negative_times() {
+        assert_eq!(tumbling(0, 10), (0, 10));
+        assert_eq!(tumbling(9, 10), (0, 10));
+        assert_eq!(tumbling(10, 10), (10, 20));
+        assert_eq!(tumbling(-1, 10), (-10, 0));
+    }
+
+    #[test]
+    fn hopping_lists_every_window_holding_t() {
+        let w: Vec<_> = hopping(10, 10, 2).collect();
+        assert_eq!(w, vec![(2, 12), (4, 14), (6, 16), (8, 18), (10, 20)]);
+        let w: Vec<_> = hopping(7, 5, 3).collect();
+        assert_eq!(w, vec![(3, 8), (6, 11)]);
+        assert_eq!(
+            hopping(-1, 4, 2).collect::<Vec<_>>(),
+            vec![(-4, 0), (-2, 2)]
+        );
+        // A brute-force check against the definition.
+        for (size, hop) in [(10, 2), (10, 3), (5, 5), (7, 1)] {
+            for t in -30..30 {
+                let expected: Vec<_> = (-60..60)
+                    .filter(|s| s % hop == 0 && *s <= t && t < s + size)
+                    .map(|s| (s, s + size))
+                    .collect();
+                assert_eq!(hopping(t, size, hop).collect::<Vec<_>>(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn parse_specs_in_units() {
+        let ms = TimeUnit::Millis;
+        assert_eq!(
+            WindowSpec::parse("tumbling:1m", ms),
+            Ok(WindowSpec::Tumbling { size: 60_000 })
+        );
+        assert_eq!(
+            WindowSpec::parse("hopping:5m/1m", TimeUnit::Seconds),
+            Ok(WindowSpec::Hopping { size: 300, hop: 60 })
+        );
+        assert_eq!(
+            WindowSpec::parse("session:30m", TimeUnit::Seconds),
+            Ok(WindowSpec::Session { gap: 1800 })
+        );
+        assert_eq!(
+            WindowSpec::parse("sliding:10", ms),
+            Ok(WindowSpec::Sliding { size: 10 })
+        );
+        for bad in [
+            "tumbling",
+            "tumbling:0",
+            "hopping:1m",
+            "hopping:1m/2m",
+            "daily:1d",
+            "session:x",
+        ] {
+            assert!(WindowSpec::parse(bad, ms).is_err(), "{bad:?} accepted");
+        }
+    }
+}
