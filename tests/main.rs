@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod log_cli;
 mod log_crash;
+mod nexmark;
 mod properties;
 mod reprocess;
 mod stream;
