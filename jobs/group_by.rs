@@ -75,7 +75,10 @@ pub(super) fn plan_group_by(
     let mut names = keys.clone();
     names.extend(specs.iter().map(AggSpec::output_name));
     Ok(Plan {
-        inputs: vec![Projection { columns }],
+        inputs: vec![Projection {
+            columns,
+            late: None,
+        }],
         outputs: vec![OutputSchema {
             name: output.into(),
             columns: names,

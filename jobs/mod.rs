@@ -4,8 +4,10 @@
 //! its planner (parameters and input columns in, output schema and dataflow
 //! out) and its unit tests.
 
+mod ad_clicks;
 mod count_by;
 mod distinct;
+mod enrich;
 mod group_by;
 mod join;
 pub mod nexmark;
@@ -28,6 +30,8 @@ pub static ALL: &[&dyn Job] = &[
     &sessionize::Sessionize,
     &page_views::PageViews,
     &window_agg::WindowAgg,
+    &ad_clicks::AdClicks,
+    &enrich::Enrich,
     &nexmark::q0::Q0,
     &nexmark::q1::Q1,
     &nexmark::q2::Q2,
@@ -49,8 +53,8 @@ mod kappa_job_prelude {
     pub use std::sync::Arc;
 
     pub use crate::job::{
-        Dataflow, InputFormat, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan,
-        PlanError, Rows,
+        Dataflow, InputFormat, InputSpec, Job, JobSpec, LATE_PARAMS, OutputSpec, ParamSpec, Params,
+        Plan, PlanError, Rows,
     };
     pub use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
     pub use crate::value::{Row, Value};

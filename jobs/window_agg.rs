@@ -8,9 +8,11 @@
 //! `agg=...` as in `group-by`. Output `windows`: the key columns,
 //! `window_start`, `window_end` (integers in `unit`), then one column per
 //! aggregate; key: the key columns and the window bounds. The window kinds
-//! are defined in [`crate::ops::window`]. A late event (older than others
-//! already seen) updates its windows: the output is the same whatever order
-//! the events came in.
+//! are defined in [`crate::ops::window`]. With `late=correct` (the default)
+//! a late event (older than others already seen) updates its windows: the
+//! output is the same whatever order the events came in. With `late=drop`,
+//! events older than their partition's watermark minus `allowed_lateness`
+//! are dropped and counted (see [`crate::source::late`]).
 
 use super::kappa_job_prelude::*;
 use crate::ops::aggregate::{AggSpec, Aggregates};
@@ -57,6 +59,8 @@ impl Job for WindowAgg {
                     default: Some("count"),
                     help: "aggregates: count,sum:COL,min:COL,max:COL,avg:COL,count_distinct:COL",
                 },
+                LATE_PARAMS[0].clone(),
+                LATE_PARAMS[1].clone(),
             ],
             outputs: vec![OutputSpec {
                 name: "windows",
@@ -88,7 +92,10 @@ impl Job for WindowAgg {
         names.extend(["window_start".to_string(), "window_end".to_string()]);
         names.extend(specs.iter().map(AggSpec::output_name));
         Ok(Plan {
-            inputs: vec![Projection { columns }],
+            inputs: vec![Projection {
+                columns,
+                late: params.late_rule(0, unit)?,
+            }],
             outputs: vec![OutputSchema {
                 name: "windows".into(),
                 columns: names,

@@ -21,6 +21,8 @@ use differential_dataflow::VecCollection;
 use thiserror::Error;
 
 use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
+use crate::source::late::LateRule;
+use crate::time::{TimeUnit, parse_duration};
 use crate::value::Row;
 
 /// Logical time of the dataflows: an epoch (a batch run uses one epoch; a
@@ -55,6 +57,23 @@ pub struct ParamSpec {
     pub default: Option<&'static str>,
     pub help: &'static str,
 }
+
+/// The late-event parameters of jobs with an event-time column (see
+/// [`crate::source::late`]); `kappa run|stream|reprocess --late` and
+/// `--allowed-lateness` set them.
+pub const LATE_PARAMS: [ParamSpec; 2] = [
+    ParamSpec {
+        name: "late",
+        default: Some("correct"),
+        help: "late events: correct (update their windows; stream == batch) or drop \
+               (drop events older than the partition's watermark minus allowed_lateness)",
+    },
+    ParamSpec {
+        name: "allowed_lateness",
+        default: Some("0"),
+        help: "with late=drop: how far behind the watermark an event may be (e.g. 10m)",
+    },
+];
 
 /// A declared output (its columns may depend on the parameters and inputs;
 /// the plan fixes them).
@@ -212,6 +231,27 @@ impl Params {
             value: v.into(),
             reason: e.to_string(),
         })
+    }
+
+    /// The late-event rule the parameters of [`LATE_PARAMS`] ask for, for an
+    /// event-time column at `column` (projected) in `unit`: `None` under the
+    /// default policy `correct`.
+    pub fn late_rule(&self, column: usize, unit: TimeUnit) -> Result<Option<LateRule>, PlanError> {
+        let bad = |name: &str, reason: String| PlanError::BadParam {
+            name: name.into(),
+            value: self.get(name).into(),
+            reason,
+        };
+        let lateness = parse_duration(self.get("allowed_lateness"), unit)
+            .map_err(|e| bad("allowed_lateness", e))?;
+        match self.get("late") {
+            "correct" => Ok(None),
+            "drop" => Ok(Some(LateRule { column, lateness })),
+            other => Err(bad(
+                "late",
+                format!("unknown policy {other:?} (correct or drop)"),
+            )),
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {

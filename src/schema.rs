@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::source::late::LateRule;
 use crate::time::TimeUnit;
 use crate::value::Value;
 
@@ -105,6 +106,9 @@ impl InputSchema {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Projection {
     pub columns: Vec<(usize, ColumnType)>,
+    /// Under the `drop` late-event policy, the rule the source applies to
+    /// this input's rows in partition order (see [`crate::source::late`]).
+    pub late: Option<LateRule>,
 }
 
 impl Projection {
@@ -114,6 +118,7 @@ impl Projection {
             columns: (0..schema.columns.len())
                 .map(|i| (i, ColumnType::Any))
                 .collect(),
+            late: None,
         }
     }
 
@@ -126,7 +131,10 @@ impl Projection {
             .iter()
             .map(|(name, ty)| Ok((schema.index(name)?, *ty)))
             .collect::<Result<_, _>>()?;
-        Ok(Projection { columns })
+        Ok(Projection {
+            columns,
+            late: None,
+        })
     }
 
     /// Position, within the projected row, of source column `source`.

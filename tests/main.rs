@@ -3,6 +3,8 @@
 
 mod cli;
 mod common;
+mod event_time;
+mod event_time_props;
 mod log_cli;
 mod log_crash;
 mod nexmark;

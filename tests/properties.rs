@@ -14,7 +14,7 @@ use kappa::schema::InputSchema;
 use kappa::value::{Row, Value};
 use proptest::prelude::*;
 
-fn key_value() -> impl Strategy<Value = Value> {
+pub(crate) fn key_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         4 => Just(Value::Int(0)), // the hot key
         1 => Just(Value::Null),
@@ -23,7 +23,7 @@ fn key_value() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn number() -> impl Strategy<Value = Value> {
+pub(crate) fn number() -> impl Strategy<Value = Value> {
     prop_oneof![
         1 => Just(Value::Null),
         3 => (-50i64..50).prop_map(Value::Int),
@@ -45,8 +45,19 @@ fn rows(max: usize) -> impl Strategy<Value = Vec<Row>> {
 }
 
 /// Runs a job on 1, 2 and 4 workers, checks they agree, returns the rows of
-/// output 0 repeated by multiplicity (sorted).
+/// output 0 repeated by multiplicity (sorted). Every input has columns `k,v`.
 fn run(job: &dyn Job, params: &[(&str, &str)], inputs: Vec<Vec<Row>>) -> Vec<Row> {
+    let columns = vec!["k,v"; inputs.len()];
+    run_with(job, params, &columns, inputs)
+}
+
+/// As [`run`], with each input's columns given as `"a,b,c"`.
+pub(crate) fn run_with(
+    job: &dyn Job,
+    params: &[(&str, &str)],
+    columns: &[&str],
+    inputs: Vec<Vec<Row>>,
+) -> Vec<Row> {
     let spec = job.spec();
     let given: Vec<_> = params
         .iter()
@@ -56,9 +67,10 @@ fn run(job: &dyn Job, params: &[(&str, &str)], inputs: Vec<Vec<Row>>) -> Vec<Row
     let schemas: Vec<_> = spec
         .inputs
         .iter()
-        .map(|i| InputSchema {
+        .zip(columns)
+        .map(|(i, c)| InputSchema {
             name: i.name.into(),
-            columns: vec!["k".into(), "v".into()],
+            columns: c.split(',').map(String::from).collect(),
         })
         .collect();
     let plan = job.plan(&params, &schemas).unwrap();
@@ -78,12 +90,12 @@ fn run(job: &dyn Job, params: &[(&str, &str)], inputs: Vec<Vec<Row>>) -> Vec<Row
         .collect()
 }
 
-fn job(name: &str) -> &'static dyn Job {
+pub(crate) fn job(name: &str) -> &'static dyn Job {
     kappa::jobs::find(name).unwrap()
 }
 
 /// SQL aggregates over one group's `v` values, written plainly.
-fn reference_aggregates(values: &[Value]) -> Row {
+pub(crate) fn reference_aggregates(values: &[Value]) -> Row {
     let non_null: Vec<&Value> = values.iter().filter(|v| !v.is_null()).collect();
     let count = Value::Int(values.len() as i64);
     if non_null.is_empty() {

@@ -65,7 +65,7 @@ fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec<String>> {
 }
 
 /// The live table of `output`, as sorted CSV lines (a row repeated by its multiplicity).
-fn table_csv(db: &Path, output: &str) -> String {
+pub(crate) fn table_csv(db: &Path, output: &str) -> String {
     let store = TableStore::open(db).unwrap();
     let d = store.find_by_output(output, None).unwrap();
     let index = d.output_index(output).unwrap();

@@ -45,6 +45,8 @@ pub struct RunArgs {
     #[arg(long)]
     overwrite: bool,
     #[command(flatten)]
+    late: LateArgs,
+    #[command(flatten)]
     workers: WorkerArgs,
     /// Print help (with the job's parameters when a job is given).
     #[arg(short, long)]
@@ -120,7 +122,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .ok_or_else(|| anyhow!("--output DIR is required"))?;
-    let params = Params::resolve(&spec, &args.param)?;
+    let params = Params::resolve(&spec, &args.late.with_params(&spec, &args.param)?)?;
     let inputs = resolve_inputs(job, &args)?;
     let schemas: Vec<_> = inputs.iter().map(|i| i.schema.clone()).collect();
     let plan = job
@@ -211,6 +213,54 @@ fn progress_bar(total: u64) -> Option<ProgressBar> {
     Some(bar)
 }
 
+/// The late-event policy flags, shorthands for the parameters `late` and
+/// `allowed_lateness` of jobs with an event-time column.
+#[derive(Debug, Args)]
+pub struct LateArgs {
+    /// Late events, for jobs with an event-time column: correct them (update
+    /// their windows; stream == batch), or drop those older than their
+    /// partition's watermark minus --allowed-lateness (bounded state).
+    #[arg(long, value_enum, value_name = "POLICY")]
+    late: Option<LatePolicyArg>,
+    /// With --late drop: how far behind the watermark an event may be (e.g. 10m, 30s, 500ms).
+    #[arg(long, value_name = "DURATION")]
+    allowed_lateness: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LatePolicyArg {
+    Correct,
+    Drop,
+}
+
+impl LateArgs {
+    /// `params` with the flags added as the job's late-event parameters.
+    pub fn with_params(
+        &self,
+        spec: &crate::job::JobSpec,
+        params: &[(String, String)],
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        let mut params = params.to_vec();
+        let flags = [
+            ("late", self.late.map(|p| format!("{p:?}").to_lowercase())),
+            ("allowed_lateness", self.allowed_lateness.clone()),
+        ];
+        for (name, value) in flags {
+            let Some(value) = value else { continue };
+            if !spec.params.iter().any(|p| p.name == name) {
+                bail!(
+                    "job {} has no event-time column: --{} applies to jobs that have one \
+                     (their parameters include {name})",
+                    spec.name,
+                    name.replace('_', "-")
+                );
+            }
+            params.push((name.to_string(), value));
+        }
+        Ok(params)
+    }
+}
+
 /// The end-of-run summary for stderr.
 fn summary(
     job: &str,
@@ -244,6 +294,14 @@ fn summary(
         rows_in as f64 / secs.max(1e-9),
         dir.display()
     );
+    for (input, n) in inputs.iter().zip(&result.late_dropped) {
+        if *n > 0 {
+            s.push_str(&format!(
+                "dropped {n} late events in input {} (late=drop)\n",
+                input.schema.name
+            ));
+        }
+    }
     for (input, bad) in inputs.iter().zip(&result.bad_rows) {
         if bad.count > 0 {
             s.push_str(&format!(

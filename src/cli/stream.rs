@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
 
-use super::run::{OnBadRow, find_job, name_value};
+use super::run::{LateArgs, OnBadRow, find_job, name_value};
 use super::workers::WorkerArgs;
 use crate::job::{Job, Params, Plan};
 use crate::log::Log;
@@ -59,6 +59,8 @@ pub struct JobOnLogArgs {
     /// Name of the output table (for a job with one output) [default: the output's name].
     #[arg(long, value_name = "NAME")]
     pub table: Option<String>,
+    #[command(flatten)]
+    pub late: LateArgs,
     #[command(flatten)]
     pub options: StreamOptions,
     #[command(flatten)]
@@ -118,7 +120,9 @@ pub struct Planned {
 
 /// Resolves the job, its parameters and topics, and plans it.
 pub fn plan_on_log(args: &JobOnLogArgs, log: &Log) -> anyhow::Result<Planned> {
-    let mut planned = plan_job(&args.job, &args.param, &args.input, log)?;
+    let spec = find_job(&args.job)?.spec();
+    let params = args.late.with_params(&spec, &args.param)?;
+    let mut planned = plan_job(&args.job, &params, &args.input, log)?;
     if let Some(table) = &args.table {
         match planned.plan.outputs.as_mut_slice() {
             [only] => only.name = table.clone(),

@@ -206,6 +206,7 @@ fn status(store: &TableStore) -> anyhow::Result<Grid> {
         "lag",
         "lag_by_input",
         "bad_rows",
+        "late_dropped",
         "created",
         "caught_up",
         "swapped",
@@ -231,6 +232,7 @@ fn status(store: &TableStore) -> anyhow::Result<Grid> {
             p.total_lag().to_string(),
             lag_by_input(&d),
             p.bad_rows.to_string(),
+            late_dropped(&d),
             time(Some(d.created_at)),
             time(d.caught_up_at),
             time(d.swapped_at),
@@ -238,6 +240,23 @@ fn status(store: &TableStore) -> anyhow::Result<Grid> {
         ]);
     }
     Ok(grid)
+}
+
+/// `events=12 clicks=0`: late events dropped per input under the `drop`
+/// policy, `-` for a deployment that corrects late events.
+fn late_dropped(d: &Deployment) -> String {
+    if !d.params.iter().any(|(k, v)| k == "late" && v == "drop") {
+        return "-".into();
+    }
+    let per_input: Vec<String> = d
+        .inputs
+        .iter()
+        .map(|(input, _)| {
+            let n = d.progress.late_dropped.iter().find(|(i, _)| i == input);
+            format!("{input}={}", n.map_or(0, |(_, n)| *n))
+        })
+        .collect();
+    per_input.join(" ")
 }
 
 /// `events=120 (0:60 1:60); users=0 (0:0)`: per input, its lag summed over

@@ -2,5 +2,7 @@
 //! operator per file, no I/O. Jobs compose them.
 
 pub mod aggregate;
+pub mod interval_join;
 pub mod join;
+pub mod temporal_join;
 pub mod window;

@@ -26,6 +26,7 @@ use timely::dataflow::operators::generic::operator::Operator;
 use super::combine::Combiner;
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, Time};
+use crate::source::late::LateFilter;
 use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, SourceError};
 use crate::value::Row;
 
@@ -53,6 +54,8 @@ pub struct BatchResult {
     pub rows_in: Vec<u64>,
     /// Bad rows skipped per input (only under `--on-bad-row skip`).
     pub bad_rows: Vec<BadRows>,
+    /// Late events dropped per input (only under the `drop` policy).
+    pub late_dropped: Vec<u64>,
     pub elapsed: Duration,
 }
 
@@ -61,6 +64,7 @@ struct WorkerResult {
     outputs: Vec<Vec<(Row, isize)>>,
     rows_in: Vec<u64>,
     bad_rows: Vec<BadRows>,
+    late_dropped: Vec<u64>,
 }
 
 impl BatchRun {
@@ -68,7 +72,7 @@ impl BatchRun {
     pub fn run(self) -> Result<BatchResult, RunError> {
         let started = Instant::now();
         let config = self.workers.timely_config()?;
-        let chunks = plan_chunks(&self.inputs, self.workers.total_workers())?;
+        let chunks = plan_chunks(&self.inputs, &self.plan, self.workers.total_workers())?;
         let shared = Arc::new(Shared {
             run: self,
             chunks,
@@ -94,6 +98,7 @@ impl BatchRun {
             outputs: vec![Vec::new(); shared.run.plan.outputs.len()],
             rows_in: vec![0; n_inputs],
             bad_rows: vec![BadRows::default(); n_inputs],
+            late_dropped: vec![0; n_inputs],
             elapsed: Duration::ZERO,
         };
         for r in results {
@@ -103,6 +108,7 @@ impl BatchRun {
             for i in 0..n_inputs {
                 result.rows_in[i] += r.rows_in[i];
                 result.bad_rows[i].merge(r.bad_rows[i].clone());
+                result.late_dropped[i] += r.late_dropped[i];
             }
         }
         for (schema, rows) in shared.run.plan.outputs.iter().zip(&mut result.outputs) {
@@ -133,12 +139,18 @@ fn first_error(mut errors: Vec<SourceError>) -> Option<SourceError> {
     errors.into_iter().next()
 }
 
-/// Cuts every input file into about `workers` chunks.
-fn plan_chunks(inputs: &[InputFiles], workers: usize) -> Result<Vec<Chunk>, RunError> {
+/// Cuts every input file into about `workers` chunks. Files of an input
+/// under the `drop` late-event policy are read whole, in order, by one
+/// worker each: the rule depends on the order of a file's rows.
+fn plan_chunks(inputs: &[InputFiles], plan: &Plan, workers: usize) -> Result<Vec<Chunk>, RunError> {
     let mut chunks = Vec::new();
     for (input, files) in inputs.iter().enumerate() {
+        let pieces = match plan.inputs[input].late {
+            Some(_) => 1,
+            None => workers,
+        };
         for (file, path) in files.files.iter().enumerate() {
-            let ranges = source::split::split_file(path, files.format, workers)
+            let ranges = source::split::split_file(path, files.format, pieces)
                 .map_err(|e| RunError::Source(SourceError::io(path, e)))?;
             for (start, end) in ranges {
                 chunks.push(Chunk {
@@ -187,6 +199,7 @@ impl Shared {
         });
         let mut rows_in = vec![0u64; plan.inputs.len()];
         let mut bad_rows = vec![BadRows::default(); plan.inputs.len()];
+        let mut late_dropped = vec![0u64; plan.inputs.len()];
         let no_progress = |_: u64| {};
         let progress: &dyn Fn(u64) = match &self.run.progress {
             Some(p) => p.as_ref(),
@@ -203,6 +216,10 @@ impl Shared {
             let session = &mut sessions[input];
             let combiner = &mut combiners[input];
             let mut since_step = 0u64;
+            let mut late = plan.inputs[input].late.map(|rule| {
+                let path = &self.run.inputs[input].files[chunk.file];
+                LateFilter::new(rule, path.display().to_string())
+            });
             let read = source::read_chunk(
                 &self.run.inputs[input],
                 chunk,
@@ -211,6 +228,9 @@ impl Shared {
                 &mut bad_rows[input],
                 progress,
                 &mut |row| {
+                    if late.as_mut().is_some_and(|f| !f.admit(row)) {
+                        return;
+                    }
                     combiner.push(row, session);
                     since_step += 1;
                     if since_step == STEP_EVERY {
@@ -219,6 +239,7 @@ impl Shared {
                     }
                 },
             );
+            late_dropped[input] += late.map_or(0, |f| f.dropped());
             match read {
                 Ok(n) => rows_in[input] += n,
                 Err(e) => {
@@ -251,6 +272,7 @@ impl Shared {
             outputs,
             rows_in,
             bad_rows,
+            late_dropped,
         })
     }
 }

@@ -28,6 +28,9 @@ pub struct EpochLog {
     /// `(input, topic, partition, next offset)` for partitions read in the epoch.
     pub offsets: Vec<(String, String, u32, u64)>,
     pub records: u64,
+    /// `(input, partition, late events dropped in total)` for partitions
+    /// read in the epoch, under the `drop` late-event policy.
+    pub late: Vec<(String, u32, u64)>,
     /// When the first worker closed the epoch.
     pub closed: Option<Instant>,
 }
@@ -73,6 +76,8 @@ pub struct Committer {
     pub started: Instant,
     pub last_report: Instant,
     pub lag: Vec<PartitionLag>,
+    /// Late events dropped per `(input, partition)`, as of the last commit.
+    pub late: BTreeMap<(String, u32), u64>,
     pub quiet: bool,
 }
 
@@ -201,6 +206,16 @@ impl Committer {
         for (_, topic, partition, next) in &log.offsets {
             self.positions.insert((topic.clone(), *partition), *next);
         }
+        for (input, partition, dropped) in &log.late {
+            self.late.insert((input.clone(), *partition), *dropped);
+        }
+        let mut late_dropped: Vec<(String, u64)> = Vec::new();
+        for ((input, _), n) in &self.late {
+            match late_dropped.last_mut() {
+                Some((last, total)) if last == input => *total += n,
+                _ => late_dropped.push((input.clone(), *n)),
+            }
+        }
         self.records_total += log.records;
         let now = Instant::now();
         self.refresh_lag();
@@ -213,6 +228,7 @@ impl Committer {
                 .map_or(0, |c| now.duration_since(c).as_millis() as u64),
             records_per_sec: self.records_total as f64 / elapsed,
             lag: self.lag.clone(),
+            late_dropped,
         };
         self.store
             .commit_epoch(self.deployment, &per_output, &log.offsets, &stats)?;

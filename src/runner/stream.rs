@@ -372,9 +372,18 @@ impl Shared {
                 )
             })
             .collect();
+        let late: Vec<_> = parts
+            .iter()
+            .filter(|(input, _)| self.run.plan.inputs[*input].late.is_some())
+            .map(|(input, part)| {
+                let name = self.run.inputs[*input].schema.name.clone();
+                (name, part.partition(), part.late_dropped())
+            })
+            .collect();
         let mut logs = self.logs.lock().expect("epoch logs poisoned");
         let entry = logs.entry(epoch).or_default();
         entry.offsets.extend::<Vec<_>>(offsets);
+        entry.late.extend(late);
         entry.records += total as u64;
         entry.closed.get_or_insert_with(Instant::now);
         drop(logs);
@@ -443,6 +452,7 @@ impl Shared {
             started: now,
             last_report: now,
             lag: Vec::new(),
+            late: BTreeMap::new(),
             quiet: self.run.quiet,
         };
         committer.refresh_lag();

@@ -13,6 +13,7 @@
 
 mod csv;
 mod error;
+pub mod late;
 mod lines;
 pub mod split;
 pub mod topic;

@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::late::LateFilter;
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::log::rows::{RowFormat, decode_fields, typed};
 use crate::log::{Log, PartitionReader, Record, Start};
@@ -72,6 +73,8 @@ pub struct PartitionSource {
     pending: VecDeque<Record>,
     /// Compacted topics: the current row of each key.
     current: HashMap<Vec<u8>, Row>,
+    /// Event topics under the `drop` late-event policy.
+    late: Option<LateFilter>,
 }
 
 impl PartitionSource {
@@ -89,9 +92,18 @@ impl PartitionSource {
                 topic: input.topic.clone(),
                 source,
             })?;
+        // Changelogs are tables, not placed in time: never filtered as late.
+        let late = match (projection.late, input.compacted) {
+            (Some(rule), false) => Some(LateFilter::new(
+                rule,
+                format!("topic {} partition {partition}", input.topic),
+            )),
+            _ => None,
+        };
         Ok(PartitionSource {
             input: input.clone(),
             partition,
+            late,
             projection,
             reader,
             pending: VecDeque::new(),
@@ -101,6 +113,12 @@ impl PartitionSource {
 
     pub fn partition(&self) -> u32 {
         self.partition
+    }
+
+    /// Late events dropped since this source opened (it opens at the start
+    /// of the partition, so this is the partition's total so far).
+    pub fn late_dropped(&self) -> u64 {
+        self.late.as_ref().map_or(0, LateFilter::dropped)
     }
 
     /// The offset of the next record this source will read.
@@ -192,7 +210,11 @@ impl PartitionSource {
                 }
                 emit(row, 1);
             }
-            None => emit(row, 1),
+            None => {
+                if self.late.as_mut().is_none_or(|f| f.admit(&row)) {
+                    emit(row, 1);
+                }
+            }
         }
         Ok(())
     }
@@ -296,6 +318,7 @@ mod tests {
     ) -> (Vec<(Row, isize)>, BadRows) {
         let projection = Projection {
             columns: vec![(0, types[0]), (1, types[1])],
+            late: None,
         };
         let mut part = PartitionSource::open(log, input, 0, projection, Start::Earliest).unwrap();
         let (mut out, mut bad) = (Vec::new(), BadRows::default());
@@ -351,6 +374,7 @@ mod tests {
         );
         let projection = Projection {
             columns: vec![(0, ColumnType::Int), (1, ColumnType::Int)],
+            late: None,
         };
         let mut part = PartitionSource::open(&log, &input, 0, projection, Start::Earliest).unwrap();
         let err = part

@@ -23,7 +23,7 @@ use super::{TableError, TableStore, ident, now_ms, swap};
 /// The columns `read_deployment` expects, in order.
 const SELECT_DEPLOYMENT: &str = "SELECT id, job, job_version, version, params, inputs, outputs, \
      state, created_at, caught_up_at, swapped_at, records_applied, bad_rows, epochs, \
-     last_epoch_at, last_epoch_ms, records_per_sec, lag, note FROM kappa_deployments";
+     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late FROM kappa_deployments";
 
 impl TableStore {
     /// Creates a deployment in state `building` or `live` with its tables
@@ -329,7 +329,7 @@ pub(super) fn write_stats(
     conn.prepare_cached(
         "UPDATE kappa_deployments SET records_applied = records_applied + ?2, \
          epochs = epochs + ?3, bad_rows = ?4, last_epoch_at = ?5, last_epoch_ms = ?6, \
-         records_per_sec = ?7, lag = ?8 WHERE id = ?1",
+         records_per_sec = ?7, lag = ?8, late = ?9 WHERE id = ?1",
     )?
     .execute(params![
         id,
@@ -339,7 +339,8 @@ pub(super) fn write_stats(
         now_ms(),
         s.epoch_ms,
         rate,
-        json(&s.lag)
+        json(&s.lag),
+        json(&s.late_dropped)
     ])?;
     Ok(())
 }
@@ -374,6 +375,7 @@ struct RawDeployment {
     outputs: String,
     state: String,
     lag: String,
+    late: String,
 }
 
 impl RawDeployment {
@@ -398,6 +400,7 @@ impl RawDeployment {
                 last_epoch_ms: r.get(15)?,
                 records_per_sec: r.get(16)?,
                 lag: Vec::new(),
+                late_dropped: Vec::new(),
             },
             note: r.get(18)?,
         };
@@ -408,6 +411,7 @@ impl RawDeployment {
             outputs: r.get(6)?,
             state: r.get(7)?,
             lag: r.get(17)?,
+            late: r.get(19)?,
         })
     }
 
@@ -423,6 +427,7 @@ impl RawDeployment {
             })?,
             progress: Progress {
                 lag: from_json::<Vec<PartitionLag>>(id, "lag", &self.lag)?,
+                late_dropped: from_json(id, "late", &self.late)?,
                 ..self.fixed.progress
             },
             ..self.fixed

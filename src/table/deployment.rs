@@ -139,6 +139,9 @@ pub struct EpochStats {
     pub records_per_sec: f64,
     /// Lag per topic partition after this epoch.
     pub lag: Vec<PartitionLag>,
+    /// Late events dropped so far per input (only inputs under the `drop`
+    /// policy; replaces the stored figures).
+    pub late_dropped: Vec<(String, u64)>,
 }
 
 /// The progress figures stored in the catalog.
@@ -152,6 +155,8 @@ pub struct Progress {
     pub last_epoch_ms: Option<u64>,
     pub records_per_sec: Option<f64>,
     pub lag: Vec<PartitionLag>,
+    /// Late events dropped per input (see [`EpochStats::late_dropped`]).
+    pub late_dropped: Vec<(String, u64)>,
 }
 
 impl Progress {

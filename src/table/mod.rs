@@ -23,7 +23,7 @@
 //! | table | columns | what |
 //! |---|---|---|
 //! | `kappa_meta` | `key` PK, `value` | `schema_version` = 1 |
-//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note` | one row per deployment, kept after a drop |
+//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy) | one row per deployment, kept after a drop |
 //! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
 //! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables |
 //!
@@ -87,14 +87,14 @@ pub const DEFAULT_PATH: &str = "kappa-data/tables.db";
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "1";
+const SCHEMA_VERSION: &str = "2";
 
 const CATALOG: &str = "
 CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '1');
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '2');
 CREATE TABLE IF NOT EXISTS kappa_deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
@@ -114,7 +114,8 @@ CREATE TABLE IF NOT EXISTS kappa_deployments (
     last_epoch_ms INTEGER,
     records_per_sec REAL,
     lag TEXT NOT NULL DEFAULT '[]',
-    note TEXT
+    note TEXT,
+    late TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS kappa_outputs (
     output TEXT NOT NULL COLLATE NOCASE,
@@ -132,6 +133,11 @@ CREATE TABLE IF NOT EXISTS kappa_offsets (
     next_offset INTEGER NOT NULL,
     PRIMARY KEY (deployment, input, partition)
 );
+";
+
+const MIGRATE_1_TO_2: &str = "
+ALTER TABLE kappa_deployments ADD COLUMN late TEXT NOT NULL DEFAULT '[]';
+UPDATE kappa_meta SET value = '2' WHERE key = 'schema_version';
 ";
 
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
@@ -217,6 +223,12 @@ impl TableStore {
         if version.is_none() {
             let tx = self.write_txn()?;
             tx.execute_batch(CATALOG)?;
+            tx.commit()?;
+        }
+        if self.schema_version()?.as_deref() == Some("1") {
+            // Version 2 added the late-event counts.
+            let tx = self.write_txn()?;
+            tx.execute_batch(MIGRATE_1_TO_2)?;
             tx.commit()?;
         }
         match self.schema_version()? {

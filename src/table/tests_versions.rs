@@ -305,6 +305,7 @@ fn catalog_round_trips_a_deployment_across_reopen() {
             partition: 1,
             lag: 500,
         }],
+        late_dropped: vec![("clicks".into(), 7)],
     };
     store.set_progress(d.id, &stats).unwrap();
     drop(store);
@@ -317,7 +318,21 @@ fn catalog_round_trips_a_deployment_across_reopen() {
     assert_eq!(back.note.as_deref(), Some("gap=10m experiment"));
     assert_eq!(back.progress.bad_rows, 4);
     assert_eq!(back.progress.lag, stats.lag);
+    assert_eq!(back.progress.late_dropped, stats.late_dropped);
     assert_eq!(back.progress.eta(), Some(std::time::Duration::from_secs(2)));
+    // A catalog of schema version 1 (before late-event counts) is migrated.
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    conn.execute_batch(
+        "ALTER TABLE kappa_deployments DROP COLUMN late; \
+         UPDATE kappa_meta SET value = '1' WHERE key = 'schema_version';",
+    )
+    .unwrap();
+    drop(conn);
+    let store = TableStore::open_existing(&dir.path().join("sub/tables.db")).unwrap();
+    let back = store.deployment(d.id).unwrap();
+    assert_eq!(back.progress.bad_rows, 4);
+    assert!(back.progress.late_dropped.is_empty());
     assert!(matches!(
         TableStore::open_existing(&dir.path().join("missing.db")),
         Err(TableError::StoreNotFound { .. })

@@ -59,6 +59,11 @@ pub struct ProduceArgs {
     /// After each append returns, print `ack P:OFFSET ...` to stdout: the last offset per partition.
     #[arg(long)]
     ack: bool,
+    /// Delete: each row appends a tombstone (an empty value) for its --key
+    /// instead of the row; the other fields are not stored. For changelog
+    /// (compacted) topics, where a tombstone removes the key's row.
+    #[arg(long, requires = "key")]
+    delete: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -126,6 +131,13 @@ pub fn produce(log: &Log, args: ProduceArgs) -> anyhow::Result<()> {
     let mut rows = RowReader::new(format, Box::new(BufReader::with_capacity(1 << 16, counted)));
     let opts = WriterOptions { fsync: args.fsync };
     let mut writer = super::open_writer(log, &args.topic, opts)?;
+    if args.delete && !writer.config().compact {
+        bail!(
+            "--delete appends tombstones, which only a compacted topic (a changelog, \
+             `kappa log create --compact`) reads as deletions; '{}' is not compacted",
+            args.topic
+        );
+    }
     let started = Instant::now();
     let Some(spec) = prepare(&mut rows, &mut writer, &args, format, &source)? else {
         eprintln!("kappa log produce {}: {source} is empty", args.topic);
@@ -154,6 +166,12 @@ pub fn produce(log: &Log, args: ProduceArgs) -> anyhow::Result<()> {
             p.batch.first_line = row.line;
         }
         p.batch.last_line = row.line;
+        if args.delete {
+            if row.key.is_none() {
+                return Err(p.bad_row(row.line, "--delete needs a key, and this row's key is null"));
+            }
+            p.batch.values.truncate(start);
+        }
         let end = p.batch.values.len();
         p.batch.rows.push((start..end, row.key, row.event_ts));
         if p.batch.rows.len() >= p.max_records || end >= BATCH_BYTES {
