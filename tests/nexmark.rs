@@ -2,7 +2,7 @@
 //! files and as log topics, and every `nexmark-qN` job gives the same rows
 //! through `kappa run` on the files as through `kappa stream` over the
 //! topics (in many small epochs, so that windows, maxima and winners are
-//! revised while they stream in).
+//! revised while they stream in), and `kappa table verify` agrees.
 
 use kappa::table::TableStore;
 
@@ -108,5 +108,7 @@ fn every_query_gives_the_same_rows_in_batch_and_stream() {
             batch,
             "{job}: the stream table differs from the batch output"
         );
+        let verify = w.ok(&["table", "verify", &output]);
+        assert!(verify.contains(": identical ("), "{job}: {verify}");
     }
 }

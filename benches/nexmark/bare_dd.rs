@@ -66,7 +66,7 @@ fn main() {
             // auction, bidder, price, channel, url, date_time, extra
             bids.insert((int(f[0]), int(f[1]), int(f[2]), int(f[5]), f[6].to_string()));
             n += 1;
-            if n % 100_000 == 0 {
+            if n.is_multiple_of(100_000) {
                 bids.flush();
                 worker.step();
             }
@@ -75,8 +75,7 @@ fn main() {
         while !probe.done() {
             worker.step();
         }
-        let rows = *out.borrow();
-        rows
+        *out.borrow()
     })
     .expect("timely");
     let rows: usize = guards.join().into_iter().map(|r| r.expect("worker")).sum();
