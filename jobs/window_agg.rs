@@ -15,7 +15,9 @@
 //! are dropped and counted (see [`crate::source::late`]).
 
 use super::kappa_job_prelude::*;
+use crate::job::BuildContext;
 use crate::ops::aggregate::{AggSpec, Aggregates};
+use crate::ops::closing_window::ClosingWindow;
 use crate::ops::window::{WindowAggregate, WindowSpec};
 use crate::time::TimeUnit;
 
@@ -91,11 +93,9 @@ impl Job for WindowAgg {
         let mut names = keys.clone();
         names.extend(["window_start".to_string(), "window_end".to_string()]);
         names.extend(specs.iter().map(AggSpec::output_name));
+        let late = params.late_rule(0, unit)?;
         Ok(Plan {
-            inputs: vec![Projection {
-                columns,
-                late: params.late_rule(0, unit)?,
-            }],
+            inputs: vec![Projection { columns, late }],
             outputs: vec![OutputSchema {
                 name: "windows".into(),
                 columns: names,
@@ -106,6 +106,11 @@ impl Job for WindowAgg {
                 values: (1 + n_keys..1 + n_keys + value_columns.len()).collect(),
                 window,
                 aggs,
+                closes: late.is_some()
+                    && matches!(
+                        window,
+                        WindowSpec::Tumbling { .. } | WindowSpec::Hopping { .. }
+                    ),
             }),
         })
     }
@@ -116,9 +121,28 @@ struct WindowAggFlow {
     values: Vec<usize>,
     window: WindowSpec,
     aggs: Aggregates,
+    /// Under `late=drop`, tumbling and hopping windows close and release
+    /// their state (see [`crate::ops::closing_window`]).
+    closes: bool,
 }
 
 impl Dataflow for WindowAggFlow {
+    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, context: &BuildContext<'s>) -> Vec<Rows<'s>> {
+        if !self.closes {
+            return self.build(inputs);
+        }
+        let input = inputs.into_iter().next().expect("window-agg has one input");
+        let closing = ClosingWindow {
+            time: 0,
+            key: self.key.clone(),
+            values: self.values.clone(),
+            window: self.window,
+            aggs: self.aggs.clone(),
+            input: 0,
+        };
+        vec![closing.aggregate(input, context.watermarks.clone())]
+    }
+
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
         let input = inputs.into_iter().next().expect("window-agg has one input");
         vec![input.window_aggregate(

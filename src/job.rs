@@ -108,6 +108,25 @@ pub trait Dataflow: Send + Sync {
     /// Builds the computation: `inputs` in spec order, holding projected rows;
     /// returns the output collections in plan order.
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>>;
+
+    /// As [`Dataflow::build`], with what the runner offers besides the
+    /// inputs. Jobs that can use it (to release state) override this one.
+    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, _context: &BuildContext<'s>) -> Vec<Rows<'s>> {
+        self.build(inputs)
+    }
+}
+
+/// A watermark announcement: `(epoch, input, worker, low)`. After `epoch`
+/// (the time it is sent at), every event the worker will still admit from its partitions of
+/// `input` (under the `drop` late-event policy) has a time of at least
+/// `low`. It informs state release only, never results.
+pub type Watermark = (Time, usize, usize, i64);
+
+/// What a runner offers a dataflow besides its inputs.
+pub struct BuildContext<'s> {
+    /// Watermark announcements from every worker (a stream runner sends
+    /// them each epoch; other runners close it at once, so nothing is released).
+    pub watermarks: timely::dataflow::StreamVec<'s, Time, Watermark>,
 }
 
 /// A planned job, ready to run.
@@ -122,6 +141,9 @@ pub struct Plan {
 /// An input session feeding one of a plan's input collections.
 pub type RowInput = differential_dataflow::input::InputSession<Time, Row, isize>;
 
+/// The input through which a runner announces [`Watermark`]s.
+pub type WatermarkInput = timely::dataflow::InputHandleVec<Time, Watermark>;
+
 impl Plan {
     /// Creates the plan's input collections in `scope` and builds its
     /// dataflow on them: the input sessions (spec order) and the output
@@ -130,19 +152,33 @@ impl Plan {
         &self,
         scope: timely::dataflow::Scope<'s, Time>,
     ) -> (Vec<RowInput>, Vec<Rows<'s>>) {
+        // Dropping the watermark input closes it: nothing is announced.
+        let (sessions, _watermarks, outputs) = self.instantiate_with_watermarks(scope);
+        (sessions, outputs)
+    }
+
+    /// As [`Plan::instantiate`], also returning the input through which the
+    /// runner announces watermarks (see [`BuildContext`]).
+    pub fn instantiate_with_watermarks<'s>(
+        &self,
+        scope: timely::dataflow::Scope<'s, Time>,
+    ) -> (Vec<RowInput>, WatermarkInput, Vec<Rows<'s>>) {
         use differential_dataflow::input::Input;
+        use timely::dataflow::operators::Input as _;
         let (sessions, collections): (Vec<_>, Vec<_>) = self
             .inputs
             .iter()
             .map(|_| scope.new_collection::<Row, isize>())
             .unzip();
-        let outputs = self.dataflow.build(collections);
+        let (watermark_input, watermarks) = scope.new_input::<Vec<Watermark>>();
+        let context = BuildContext { watermarks };
+        let outputs = self.dataflow.build_in(collections, &context);
         assert_eq!(
             outputs.len(),
             self.outputs.len(),
             "job built a different number of outputs than it planned"
         );
-        (sessions, outputs)
+        (sessions, watermark_input, outputs)
     }
 }
 

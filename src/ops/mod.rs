@@ -2,6 +2,7 @@
 //! operator per file, no I/O. Jobs compose them.
 
 pub mod aggregate;
+pub mod closing_window;
 pub mod interval_join;
 pub mod join;
 pub mod temporal_join;

@@ -151,35 +151,12 @@ impl<'s> WindowAggregate<'s> for Rows<'s> {
                 // (key, window), which keeps count-only aggregates on the
                 // cheap `count` path.
                 let n_values = values.len();
-                self.flat_map(move |row| {
-                    let mut base = project(&row, &key);
-                    let values = project(&row, &values);
-                    let windows: Vec<(Value, Value)> = match (&row[time], window) {
-                        (Value::Int(t), WindowSpec::Tumbling { size }) => {
-                            let (s, e) = tumbling(*t, size);
-                            vec![(Value::Int(s), Value::Int(e))]
-                        }
-                        (Value::Int(t), WindowSpec::Hopping { size, hop }) => {
-                            hopping(*t, size, hop)
-                                .map(|(s, e)| (Value::Int(s), Value::Int(e)))
-                                .collect()
-                        }
-                        _ => vec![(Value::Null, Value::Null)],
-                    };
-                    base.extend([Value::Null, Value::Null]);
-                    base.extend(values);
-                    windows.into_iter().map(move |(s, e)| {
-                        let mut out = base.clone();
-                        out[n_keys] = s;
-                        out[n_keys + 1] = e;
-                        out
-                    })
-                })
-                .group_aggregate(
-                    (0..n_keys + 2).collect(),
-                    (n_keys + 2..n_keys + 2 + n_values).collect(),
-                    aggs,
-                )
+                self.flat_map(move |row| windowed_rows(&row, time, &key, &values, window))
+                    .group_aggregate(
+                        (0..n_keys + 2).collect(),
+                        (n_keys + 2..n_keys + 2 + n_values).collect(),
+                        aggs,
+                    )
             }
             WindowSpec::Sliding { .. } | WindowSpec::Session { .. } => self
                 .map(move |row| {
@@ -201,6 +178,42 @@ impl<'s> WindowAggregate<'s> for Rows<'s> {
                 }),
         }
     }
+}
+
+/// A row as tumbling or hopping windows group it: one row per window holding
+/// its time — the key columns, `window_start`, `window_end`, the value
+/// columns (null bounds for a null time).
+pub(crate) fn windowed_rows(
+    row: &Row,
+    time: usize,
+    key: &[usize],
+    values: &[usize],
+    window: WindowSpec,
+) -> Vec<Row> {
+    let windows: Vec<(Value, Value)> = match (&row[time], window) {
+        (Value::Int(t), WindowSpec::Tumbling { size }) => {
+            let (s, e) = tumbling(*t, size);
+            vec![(Value::Int(s), Value::Int(e))]
+        }
+        (Value::Int(t), WindowSpec::Hopping { size, hop }) => hopping(*t, size, hop)
+            .map(|(s, e)| (Value::Int(s), Value::Int(e)))
+            .collect(),
+        (_, WindowSpec::Tumbling { .. } | WindowSpec::Hopping { .. }) => {
+            vec![(Value::Null, Value::Null)]
+        }
+        (_, WindowSpec::Sliding { .. } | WindowSpec::Session { .. }) => {
+            unreachable!("sliding and session windows are not assigned per row")
+        }
+    };
+    windows
+        .into_iter()
+        .map(|(start, end)| {
+            let mut out = project(row, key);
+            out.extend([start, end]);
+            out.extend(values.iter().map(|&i| row[i].clone()));
+            out
+        })
+        .collect()
 }
 
 /// The sliding or session windows of one key. `events` are the key's

@@ -192,8 +192,8 @@ impl Shared {
         let plan = &self.run.plan;
         let probe = ProbeHandle::new();
         let shared = self.clone();
-        let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, outputs) = plan.instantiate(scope);
+        let (mut sessions, mut watermarks) = worker.dataflow::<Time, _, _>(|scope| {
+            let (sessions, watermarks, outputs) = plan.instantiate_with_watermarks(scope);
             let tagged = outputs
                 .into_iter()
                 .enumerate()
@@ -234,7 +234,7 @@ impl Shared {
                     }
                 },
             );
-            sessions
+            (sessions, watermarks)
         });
         let mut parts = self.open_partitions(&log, index, peers)?;
         let mut combiners: Vec<Combiner> = sessions.iter().map(|_| Combiner::default()).collect();
@@ -260,6 +260,7 @@ impl Shared {
         for (combiner, session) in combiners.iter_mut().zip(sessions.iter_mut()) {
             combiner.flush(session);
         }
+        self.announce_watermarks(&parts, &mut watermarks, index);
         // Bad rows are counted as they are met, so each commit reports the
         // total among the records it covers (a replay meets them again).
         let mut reported = bad.count;
@@ -270,6 +271,7 @@ impl Shared {
             s.advance_to(epoch);
             s.flush();
         }
+        watermarks.advance_to(epoch);
         while !self.run.stop.load(Ordering::Relaxed) {
             let (records, drained) =
                 self.read_epoch(&mut parts, &mut sessions, bad, epoch, limit, &mut combiners)?;
@@ -277,11 +279,13 @@ impl Shared {
             self.bad_rows
                 .fetch_add(bad.count - reported, Ordering::Relaxed);
             reported = bad.count;
+            self.announce_watermarks(&parts, &mut watermarks, index);
             epoch += 1;
             for s in &mut sessions {
                 s.advance_to(epoch);
                 s.flush();
             }
+            watermarks.advance_to(epoch);
             // Park (rather than spin) while other workers finish the epoch:
             // on a small machine a spinning worker takes the committer's CPU.
             worker.step_or_park_while(Some(Duration::from_millis(1)), || {
@@ -302,7 +306,9 @@ impl Shared {
                 break;
             }
         }
+        // Closing every input (the watermarks too) lets the dataflow finish.
         sessions.clear();
+        drop(watermarks);
         while worker.step_or_park(Some(Duration::from_millis(10))) {}
         Ok(())
     }
@@ -394,6 +400,31 @@ impl Shared {
             combiner.flush(session);
         }
         Ok((total as u64, drained))
+    }
+
+    /// Announces, for each input under the `drop` late-event policy, the
+    /// lowest time this worker's partitions of it can still admit (see
+    /// [`crate::job::Watermark`]); a worker without partitions of the input
+    /// bounds nothing. Sent at the epoch just read.
+    fn announce_watermarks(
+        &self,
+        parts: &[(usize, PartitionSource)],
+        watermarks: &mut crate::job::WatermarkInput,
+        worker: usize,
+    ) {
+        let epoch = *watermarks.time();
+        for (input, projection) in self.run.plan.inputs.iter().enumerate() {
+            if projection.late.is_none() || self.run.inputs[input].compacted {
+                continue;
+            }
+            let low = parts
+                .iter()
+                .filter(|(i, _)| *i == input)
+                .filter_map(|(_, part)| part.low_watermark())
+                .min()
+                .unwrap_or(i64::MAX);
+            watermarks.send((epoch, input, worker, low));
+        }
     }
 
     /// Opens this worker's partitions at their earliest retained offsets.

@@ -104,6 +104,12 @@ impl LateFilter {
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
+
+    /// The lowest time an event read from now on can have and be admitted
+    /// (`None` before the first timed event: anything goes).
+    pub fn low_watermark(&self) -> Option<i64> {
+        self.watermark.map(|w| w.saturating_sub(self.rule.lateness))
+    }
 }
 
 #[cfg(test)]

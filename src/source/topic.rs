@@ -115,6 +115,15 @@ impl PartitionSource {
         self.partition
     }
 
+    /// Under the `drop` policy, the lowest time an event read from now on can
+    /// have and be admitted: `Some(i64::MIN)` before any timed event, `None`
+    /// for a source that does not filter (a changelog, or `correct`).
+    pub fn low_watermark(&self) -> Option<i64> {
+        self.late
+            .as_ref()
+            .map(|f| f.low_watermark().unwrap_or(i64::MIN))
+    }
+
     /// Late events dropped since this source opened (it opens at the start
     /// of the partition, so this is the partition's total so far).
     pub fn late_dropped(&self) -> u64 {
