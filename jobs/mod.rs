@@ -10,6 +10,7 @@ mod distinct;
 mod enrich;
 mod group_by;
 mod join;
+pub mod nexmark;
 mod page_views;
 mod sessionize;
 mod top_k;
@@ -31,6 +32,15 @@ pub static ALL: &[&dyn Job] = &[
     &window_agg::WindowAgg,
     &ad_clicks::AdClicks,
     &enrich::Enrich,
+    &nexmark::q0::Q0,
+    &nexmark::q1::Q1,
+    &nexmark::q2::Q2,
+    &nexmark::q3::Q3,
+    &nexmark::q4::Q4,
+    &nexmark::q5::Q5,
+    &nexmark::q7::Q7,
+    &nexmark::q8::Q8,
+    &nexmark::q9::Q9,
 ];
 
 /// The job with this CLI name.

@@ -7,6 +7,7 @@ mod event_time;
 mod event_time_props;
 mod log_cli;
 mod log_crash;
+mod nexmark;
 mod properties;
 mod reprocess;
 mod stream;

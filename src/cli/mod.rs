@@ -4,6 +4,7 @@
 
 mod jobs;
 mod log;
+mod nexmark;
 mod reprocess;
 mod run;
 mod stream;
@@ -38,6 +39,8 @@ enum Command {
     Reprocess(reprocess::ReprocessArgs),
     /// Output tables: list, show, status, swap and drop versions.
     Table(table::TableArgs),
+    /// Nexmark benchmark events: `gen` writes persons, auctions and bids to topics or CSV files.
+    Nexmark(nexmark::NexmarkArgs),
 }
 
 /// Runs the command line; the process exit code.
@@ -51,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Stream(args) => stream::stream(args),
         Command::Reprocess(args) => reprocess::reprocess(args),
         Command::Table(args) => table::run(args),
+        Command::Nexmark(args) => nexmark::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
