@@ -372,20 +372,40 @@ fn late_drop_agrees_between_batch_and_stream() {
     let file = w.write("events.csv", &format!("k,ts,v\n{}\n", rows.join("\n")));
     w.ok(&["log", "create", "one", "--partitions", "1"]);
     w.ok(&["log", "create", "three", "--partitions", "3"]);
-    let params = [
-        "-p",
-        "time=ts",
-        "-p",
-        "window=tumbling:100",
-        "-p",
-        "key=k",
-        "-p",
-        "agg=count,sum:v",
-        "--late",
-        "drop",
-        "--allowed-lateness",
-        "30",
+    // (topic, table, window): both window kinds that release closed
+    // windows under drop, over one partition and over three.
+    let streams = [
+        ("one", "dropped1", "tumbling:100"),
+        ("one", "hopping1", "hopping:100/40"),
+        ("three", "dropped3", "tumbling:100"),
     ];
+    let params = |window: &str| -> Vec<String> {
+        [
+            "-p",
+            "time=ts",
+            "-p",
+            &format!("window={window}"),
+            "-p",
+            "key=k",
+            "-p",
+            "agg=count,sum:v",
+            "--late",
+            "drop",
+            "--allowed-lateness",
+            "30",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let stream_args = |topic: &str, table: &str, window: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = ["stream", "window-agg", "-q", "--table", table]
+            .map(String::from)
+            .to_vec();
+        args.extend(["-i".into(), format!("input={topic}")]);
+        args.extend(params(window));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
     for (i, part) in chunks(&mut rng, &rows, 5).iter().enumerate() {
         let chunk = w.write(
             &format!("c{i}.csv"),
@@ -393,21 +413,10 @@ fn late_drop_agrees_between_batch_and_stream() {
         );
         w.ok(&["log", "produce", "one", "--file", &chunk]);
         w.ok(&["log", "produce", "three", "--key", "k", "--file", &chunk]);
-        for (topic, table) in [("one", "dropped1"), ("three", "dropped3")] {
-            let input = format!("input={topic}");
+        for (topic, table, window) in streams {
             let batch = (10 + rng.below(100)).to_string();
-            let mut args = vec![
-                "stream",
-                "window-agg",
-                "-q",
-                "-i",
-                &input,
-                "--table",
-                table,
-                "--max-batch",
-                &batch,
-            ];
-            args.extend(params);
+            let args = stream_args(topic, table, window, &["--max-batch", &batch]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             // Killed after a random moment, or run until caught up.
             if rng.below(2) == 0 {
                 let mut child = w
@@ -419,43 +428,50 @@ fn late_drop_agrees_between_batch_and_stream() {
                 child.kill().unwrap();
                 child.wait().unwrap();
             } else {
+                let mut args = args;
                 args.push("--until-caught-up");
                 w.ok(&args);
             }
         }
     }
-    for table in ["dropped1", "dropped3"] {
-        let input = format!(
-            "input={}",
-            if table == "dropped1" { "one" } else { "three" }
-        );
-        let mut args = vec![
-            "stream",
-            "window-agg",
-            "-q",
-            "-i",
-            &input,
-            "--table",
-            table,
-            "--until-caught-up",
-        ];
-        args.extend(params);
-        w.ok(&args);
+    for (topic, table, window) in streams {
+        let args = stream_args(topic, table, window, &["--until-caught-up"]);
+        w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let verified = w.ok(&["table", "verify", table]);
         assert!(verified.contains(": identical ("), "{verified}");
     }
-    let out = w.path("batch");
+    // The hopping stream over one partition equals the batch run too.
+    let hop_out = w.path("batch-hop");
     let input = format!("input={file}");
-    let mut run = vec![
+    let mut run: Vec<String> = [
+        "run",
+        "window-agg",
+        "-i",
+        &input,
+        "-o",
+        hop_out.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    run.extend(params("hopping:100/40"));
+    w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        table_csv(&w.path("tables.db"), "hopping1"),
+        std::fs::read_to_string(hop_out.join("windows.csv")).unwrap()
+    );
+    let out = w.path("batch");
+    let mut run: Vec<String> = [
         "run",
         "window-agg",
         "-i",
         &input,
         "-o",
         out.to_str().unwrap(),
-    ];
-    run.extend(params);
-    let summary = w.ok(&run);
+    ]
+    .map(String::from)
+    .to_vec();
+    run.extend(params("tumbling:100"));
+    let summary = w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
     let batch = std::fs::read_to_string(out.join("windows.csv")).unwrap();
     assert_eq!(table_csv(&w.path("tables.db"), "dropped1"), batch);
     let dropped: u64 = summary
