@@ -6,6 +6,7 @@
 
 mod count_by;
 mod distinct;
+mod followers;
 mod group_by;
 mod join;
 mod page_views;
@@ -25,6 +26,7 @@ pub static ALL: &[&dyn Job] = &[
     &wordcount::WordCount,
     &sessionize::Sessionize,
     &page_views::PageViews,
+    &followers::Followers,
 ];
 
 /// The job with this CLI name.

@@ -34,5 +34,6 @@ pub mod runner;
 pub mod schema;
 pub mod sink;
 pub mod source;
+pub mod stats;
 pub mod table;
 pub mod value;

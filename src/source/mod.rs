@@ -14,6 +14,7 @@
 mod csv;
 mod error;
 mod lines;
+pub mod sample;
 pub mod split;
 pub mod topic;
 
