@@ -42,7 +42,7 @@ if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     (cd "$ROOT" && flock "$LOCK" cargo build --profile "$PROFILE" --bin kappa)
 fi
 say "generating data into $DATA"
-python3 "$HERE/gen_data.py" "$DATA" --follows "$FOLLOWS" --accounts "$ACCOUNTS"
+flock "$LOCK" python3 "$HERE/gen_data.py" "$DATA" --follows "$FOLLOWS" --accounts "$ACCOUNTS"
 cat "$DATA"/*.csv >/dev/null   # warm the page cache
 
 # results.tsv: data, strategy, workers, best seconds (or ""), all runs, stats file
