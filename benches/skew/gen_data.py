@@ -2,7 +2,8 @@
 """Deterministic data for the skew benchmark (stdlib only).
 
 Writes into OUT_DIR:
-  follows_skew.csv     follower,followee  FOLLOWS rows. followee: Zipf(s=S,
+  follows_skew.csv     follower,followee  FOLLOWS distinct pairs (no one follows
+                       an account twice), in random order. followee: Zipf(s=S,
                        default 1.1) over the accounts by rank (rank r has weight
                        r^-s), with rank 1 (account 1, the celebrity) boosted to a
                        share of TOP (default 0.25) of all follows. Other ranks map
@@ -18,6 +19,7 @@ Usage: gen_data.py OUT_DIR [--follows N] [--accounts N] [--posts-per N] [--s S] 
 
 import argparse
 import itertools
+from collections import Counter
 import json
 import os
 import sys
@@ -48,7 +50,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--follows", type=int, default=5_000_000)
-    ap.add_argument("--accounts", type=int, default=200_000)
+    # Enough accounts for the celebrity's followers to be distinct people.
+    ap.add_argument("--accounts", type=int, default=2_000_000)
     ap.add_argument("--posts-per", type=int, default=1)
     ap.add_argument("--s", type=float, default=1.1)
     ap.add_argument("--top", type=float, default=0.25)
@@ -70,21 +73,27 @@ def main():
     mix[0] += hot
     cum = list(itertools.accumulate(mix))
     cum[-1] = 1.0
-    base = dict(follows=a.follows, accounts=n, seed=a.seed, version=1)
+    base = dict(follows=a.follows, accounts=n, seed=a.seed, version=2)
 
     def follows(skew):
+        """Distinct (follower, followee) pairs, in random order: draw each
+        follow's followee, then give every followee as many distinct
+        followers (uniform) as it was drawn."""
         def gen():
             rng = Random(a.seed + (1 if skew else 2))
-            left = a.follows
-            while left > 0:
-                k = min(CHUNK, left)
-                left -= k
-                followers = [rng.randrange(1, n + 1) for _ in range(k)]
-                if skew:
-                    followees = [ids[i] for i in (rng.choices(range(n), cum_weights=cum, k=k))]
-                else:
-                    followees = [rng.randrange(1, n + 1) for _ in range(k)]
-                yield [f"{u},{v}\n" for u, v in zip(followers, followees)]
+            if skew:
+                drawn = rng.choices(range(n), cum_weights=cum, k=a.follows)
+            else:
+                drawn = [rng.randrange(n) for _ in range(a.follows)]
+            counts = Counter(drawn)
+            del drawn
+            pairs = []
+            for rank, c in sorted(counts.items()):
+                followee = ids[rank] if skew else rank + 1
+                pairs.extend((u, followee) for u in rng.sample(range(1, n + 1), min(c, n)))
+            rng.shuffle(pairs)
+            for i in range(0, len(pairs), CHUNK):
+                yield [f"{u},{v}\n" for u, v in pairs[i:i + CHUNK]]
         return gen
 
     def posts():
