@@ -130,16 +130,20 @@ struct FollowersFlow {
 impl Dataflow for FollowersFlow {
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
         let mut inputs = inputs.into_iter();
-        let (follows, posts) = (inputs.next().expect("follows"), inputs.next().expect("posts"));
+        let (follows, posts) = (
+            inputs.next().expect("follows"),
+            inputs.next().expect("posts"),
+        );
         // follows rows are [follower, followee], posts rows [author, post].
         let columns = JoinColumns {
             left_key: vec![1],
             right_key: vec![0],
             right_rest: vec![1],
         };
-        let timeline = follows
-            .clone()
-            .relational_join_with(posts, columns, JoinKind::Inner, &self.join);
+        let timeline =
+            follows
+                .clone()
+                .relational_join_with(posts, columns, JoinKind::Inner, &self.join);
         let counts = follows.group_aggregate_with(vec![1], vec![], self.aggs.clone(), &self.group);
         vec![timeline, counts]
     }
@@ -151,7 +155,8 @@ mod tests {
     use crate::jobs::testing::{rows, run_job};
 
     fn run(extra: &[(&str, &str)]) -> Vec<Vec<Row>> {
-        let follows = rows("u1,star\nu2,star\nu3,star\nu4,star\nu1,u2\nu2,u1\nu3,quiet\n,star\nu5,");
+        let follows =
+            rows("u1,star\nu2,star\nu3,star\nu4,star\nu1,u2\nu2,u1\nu3,quiet\n,star\nu5,");
         let posts = rows("star,p1\nstar,p2\nu1,p3\nu2,p4\nnobody,p5");
         run_job(
             &Followers,
@@ -166,7 +171,9 @@ mod tests {
         let out = run(&[("strategy", "shuffle")]);
         assert_eq!(
             out[0],
-            rows(",star,p1\n,star,p2\nu1,star,p1\nu1,star,p2\nu1,u2,p4\nu2,star,p1\nu2,star,p2\nu2,u1,p3\nu3,star,p1\nu3,star,p2\nu4,star,p1\nu4,star,p2")
+            rows(
+                ",star,p1\n,star,p2\nu1,star,p1\nu1,star,p2\nu1,u2,p4\nu2,star,p1\nu2,star,p2\nu2,u1,p3\nu3,star,p1\nu3,star,p2\nu4,star,p1\nu4,star,p2"
+            )
         );
         assert_eq!(out[1], rows(",1\nquiet,1\nstar,5\nu1,1\nu2,1"));
         for extra in [

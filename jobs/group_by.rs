@@ -12,7 +12,7 @@
 
 use super::kappa_job_prelude::*;
 use crate::job::DataContext;
-use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate};
+use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate, Split};
 use crate::ops::skew::{self, Physical, SkewParams};
 
 pub struct GroupBy;
@@ -92,8 +92,10 @@ pub(super) fn plan_group_by(
         None => Physical::Shuffle,
         Some(data) => {
             let skew = SkewParams::parse(params, n_keys, false)?;
-            if aggs.distinct_column().is_err() {
-                data.decide("group-by: strategy shuffle (count_distinct on several columns)".into());
+            if aggs.split() == Split::Never {
+                data.decide(
+                    "group-by: strategy shuffle (count_distinct on several columns)".into(),
+                );
                 Physical::Shuffle
             } else {
                 let key_columns: Vec<usize> = columns.iter().map(|(c, _)| *c).collect();
@@ -164,14 +166,26 @@ mod tests {
 
     #[test]
     fn two_phase_hot_keys_give_the_one_phase_output() {
-        let input = rows("a,1\na,\nb,2.5\na,3\n,4\nb,2.5\na,0.1\na,0.2\na,0.3\nb,1e300\nb,-1e300\nb,1");
+        let input =
+            rows("a,1\na,\nb,2.5\na,3\n,4\nb,2.5\na,0.1\na,0.2\na,0.3\nb,1e300\nb,-1e300\nb,1");
         let aggs = "count,sum:v,min:v,max:v,avg:v,count_distinct:v";
-        let one = run_job(&GroupBy, &[("key", "k"), ("agg", aggs), ("strategy", "shuffle")], &["k,v"], vec![input.clone()]);
+        let one = run_job(
+            &GroupBy,
+            &[("key", "k"), ("agg", aggs), ("strategy", "shuffle")],
+            &["k,v"],
+            vec![input.clone()],
+        );
         for hot in ["a", "a,b", "b,x"] {
             for salts in ["auto", "3", "16"] {
                 let two = run_job(
                     &GroupBy,
-                    &[("key", "k"), ("agg", aggs), ("strategy", "skew"), ("hot", hot), ("salts", salts)],
+                    &[
+                        ("key", "k"),
+                        ("agg", aggs),
+                        ("strategy", "skew"),
+                        ("hot", hot),
+                        ("salts", salts),
+                    ],
                     &["k,v"],
                     vec![input.clone()],
                 );

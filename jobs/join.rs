@@ -179,7 +179,9 @@ mod tests {
         );
         assert_eq!(
             join("left"),
-            rows(",c,,\n1,a,x,p\n1,a,x,p\n1,a,y,q\n1,a,y,q\n1,e,x,p\n1,e,y,q\n1,f,x,p\n1,f,y,q\n2,b,z,r\n3,d,,")
+            rows(
+                ",c,,\n1,a,x,p\n1,a,x,p\n1,a,y,q\n1,a,y,q\n1,e,x,p\n1,e,y,q\n1,f,x,p\n1,f,y,q\n2,b,z,r\n3,d,,"
+            )
         );
         assert_eq!(join("semi"), rows("1,a\n1,a\n1,e\n1,f\n2,b"));
         assert_eq!(join("anti"), rows(",c\n3,d"));

@@ -124,7 +124,12 @@ fn every_builtin_job_runs_on_the_sample_data() {
         ),
         (
             "followers",
-            &["-i", "follows=data/follows.csv", "-i", "posts=data/posts.csv"],
+            &[
+                "-i",
+                "follows=data/follows.csv",
+                "-i",
+                "posts=data/posts.csv",
+            ],
             "timeline",
         ),
     ];
@@ -576,7 +581,18 @@ fn strategies_give_one_output_and_stats_show_the_balance() {
         let out = d.s(name);
         let (l, r) = (format!("left={left}"), format!("right={right}"));
         let mut args = vec![
-            "run", "join", "-i", &l, "-i", &r, "-p", "on=k", "-o", &out, "--workers", "2",
+            "run",
+            "join",
+            "-i",
+            &l,
+            "-i",
+            &r,
+            "-p",
+            "on=k",
+            "-o",
+            &out,
+            "--workers",
+            "2",
         ];
         args.extend_from_slice(extra);
         let stderr = ok(&args);
@@ -589,11 +605,32 @@ fn strategies_give_one_output_and_stats_show_the_balance() {
     assert_eq!(shuffle.lines().count(), 40_001);
     assert!(shuffle == skew && shuffle == broadcast && shuffle == auto);
     // The hot key holds half the rows: a shuffle puts them on one worker.
-    assert!(imbalance_of(&s_shuffle, "join left (shuffle)") > 1.4, "{s_shuffle}");
+    assert!(
+        imbalance_of(&s_shuffle, "join left (shuffle)") > 1.4,
+        "{s_shuffle}"
+    );
     assert!(imbalance_of(&s_skew, "join left (skew)") < 1.1, "{s_skew}");
-    assert!(s_skew.contains("strategy skew") && s_skew.contains("1 hot keys"), "{s_skew}");
-    assert!(s_auto.contains("strategy skew (auto:") && !s_auto.contains("max/mean"), "{s_auto}");
-    let bad = fails(&["run", "join", "-i", &format!("left={left}"), "-i", &format!("right={right}"),
-        "-p", "on=k", "-p", "strategy=fast", "-o", &d.s("bad")]);
+    assert!(
+        s_skew.contains("strategy skew") && s_skew.contains("1 hot keys"),
+        "{s_skew}"
+    );
+    assert!(
+        s_auto.contains("strategy skew (auto:") && !s_auto.contains("max/mean"),
+        "{s_auto}"
+    );
+    let bad = fails(&[
+        "run",
+        "join",
+        "-i",
+        &format!("left={left}"),
+        "-i",
+        &format!("right={right}"),
+        "-p",
+        "on=k",
+        "-p",
+        "strategy=fast",
+        "-o",
+        &d.s("bad"),
+    ]);
     assert!(bad.contains("strategy"), "{bad}");
 }

@@ -149,7 +149,12 @@ fn reference_join(left: &[Row], right: &[Row], kind: &str) -> Vec<Row> {
 /// A strategy with its hot keys (none, the hot key 0, several) and salts.
 fn strategy() -> impl Strategy<Value = (&'static str, &'static str, &'static str)> {
     (
-        prop_oneof![Just("shuffle"), Just("broadcast"), Just("skew"), Just("auto")],
+        prop_oneof![
+            Just("shuffle"),
+            Just("broadcast"),
+            Just("skew"),
+            Just("auto")
+        ],
         prop_oneof![Just(""), Just("0"), Just("0,1,2,a")],
         prop_oneof![Just("auto"), Just("1"), Just("3")],
     )
@@ -158,7 +163,10 @@ fn strategy() -> impl Strategy<Value = (&'static str, &'static str, &'static str
 fn group_by_reference(input: &[Row]) -> Vec<Row> {
     let mut groups: BTreeMap<Value, Vec<Value>> = BTreeMap::new();
     for row in input {
-        groups.entry(row[0].clone()).or_default().push(row[1].clone());
+        groups
+            .entry(row[0].clone())
+            .or_default()
+            .push(row[1].clone());
     }
     groups
         .into_iter()

@@ -34,8 +34,8 @@ use timely::dataflow::channels::pact::Exchange;
 
 use crate::job::{PlanError, Rows, Time};
 use crate::ops::skew::{Physical, route, salt_of};
-use crate::stats::{Dest, count_exchange};
 use crate::schema::{ColumnType, InputSchema};
+use crate::stats::{Dest, count_exchange};
 use crate::value::{F64, Row, Value};
 
 /// One aggregate function.
@@ -311,7 +311,9 @@ fn round_partials(partials: &[F64]) -> f64 {
             break;
         }
     }
-    if n > 0 && ((lo < 0.0 && partials[n - 1].get() < 0.0) || (lo > 0.0 && partials[n - 1].get() > 0.0)) {
+    if n > 0
+        && ((lo < 0.0 && partials[n - 1].get() < 0.0) || (lo > 0.0 && partials[n - 1].get() > 0.0))
+    {
         let y = lo * 2.0;
         let x = hi + y;
         let yr = x - hi;
@@ -330,6 +332,14 @@ fn sum<'a>(values: impl Iterator<Item = (&'a Value, isize)>) -> Option<Sum> {
     acc
 }
 
+/// How the rows of a hot key may be spread over salts (see [`Aggregates::split`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    ByRow,
+    ByColumn(usize),
+    Never,
+}
+
 /// One aggregate's state over part of a group; states of disjoint parts
 /// merge into the state of their union.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -346,20 +356,20 @@ pub enum Partial {
 }
 
 impl Aggregates {
-    /// The position (in the value rows) of the one column counted by
-    /// `count_distinct`: `Ok(None)` when there is none, `Err(())` when there
-    /// are several (then the aggregates cannot be split by one salt).
-    pub fn distinct_column(&self) -> Result<Option<usize>, ()> {
+    /// How a hot key's rows may be split over salts: by the whole row, by
+    /// the one column `count_distinct` counts (its position in the value
+    /// rows), or not at all (`count_distinct` on several columns).
+    pub fn split(&self) -> Split {
         let cols: BTreeSet<usize> = self
             .aggs
             .iter()
             .filter(|(k, _)| *k == AggKind::CountDistinct)
             .map(|(_, c)| *c)
             .collect();
-        match cols.len() {
-            0 => Ok(None),
-            1 => Ok(cols.first().copied()),
-            _ => Err(()),
+        match (cols.len(), cols.first()) {
+            (0, _) => Split::ByRow,
+            (1, Some(&c)) => Split::ByColumn(c),
+            _ => Split::Never,
         }
     }
 
@@ -478,7 +488,7 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
         physical: &Physical,
     ) -> Rows<'s> {
         match physical {
-            Physical::Skew(hot) if aggs.distinct_column().is_ok() => {
+            Physical::Skew(hot) if aggs.split() != Split::Never => {
                 let hot: Arc<HashSet<Row>> = Arc::new(hot.set(|k| Some(k.clone())));
                 let salts = hot_salts(&self, physical);
                 two_phase(self, key, values, aggs, hot, salts)
@@ -528,7 +538,11 @@ fn two_phase<'s>(
     hot: Arc<HashSet<Row>>,
     salts: u32,
 ) -> Rows<'s> {
-    let salt_column = aggs.distinct_column().expect("checked by the caller");
+    let salt_column = match aggs.split() {
+        Split::ByColumn(c) => Some(c),
+        Split::ByRow => None,
+        Split::Never => unreachable!("checked by the caller"),
+    };
     let is_hot = hot.clone();
     let salted = rows.map(move |row| {
         let k = project(&row, &key);
@@ -542,14 +556,16 @@ fn two_phase<'s>(
         };
         ((k, salt), v)
     });
-    let salted = count_exchange(salted, "group-by (skew)", |((k, s), _)| Dest::Hash(route(k, *s)));
+    let salted = count_exchange(salted, "group-by (skew)", |((k, s), _)| {
+        Dest::Hash(route(k, *s))
+    });
     let pact = Exchange::new(|(((k, s), _), _, _): &(((Row, u32), Row), Time, isize)| route(k, *s));
-    let arranged = arrange_core::<_, _, ValBatcher<(Row, u32), Row, Time, isize>, ValSpine<(Row, u32), Row, Time, isize>>(
-        salted.inner,
-        pact,
-        "GroupSalted",
-        ValBatcher::new,
-    );
+    let arranged = arrange_core::<
+        _,
+        _,
+        ValBatcher<(Row, u32), Row, Time, isize>,
+        ValSpine<(Row, u32), Row, Time, isize>,
+    >(salted.inner, pact, "GroupSalted", ValBatcher::new);
     let part_aggs = aggs.clone();
     let partials = arranged
         .reduce_abelian::<_, ValBuilder<_, _, _, _>, ValSpine<(Row, u32), Vec<Partial>, Time, isize>, _, _>(

@@ -27,8 +27,8 @@ use std::str::FromStr;
 
 use std::collections::HashSet;
 
-use differential_dataflow::operators::arrange::arrangement::{Arranged, arrange_core};
 use differential_dataflow::operators::arrange::TraceAgent;
+use differential_dataflow::operators::arrange::arrangement::{Arranged, arrange_core};
 use differential_dataflow::trace::implementations::{ValBatcher, ValSpine};
 use differential_dataflow::{AsCollection, Hashable, VecCollection};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -175,7 +175,8 @@ fn join_on<'s, K: JoinKey>(
     match physical {
         Physical::Shuffle => {
             let right = count_exchange(right, "join right (shuffle)", by_key);
-            let keyed = |left: Rows<'s>| count_exchange(matchable(left), "join left (shuffle)", by_key);
+            let keyed =
+                |left: Rows<'s>| count_exchange(matchable(left), "join left (shuffle)", by_key);
             match kind {
                 JoinKind::Inner => keyed(left).join_map(right, |_, l, r| concat(l, r)),
                 JoinKind::Semi => keyed(left)
@@ -192,14 +193,18 @@ fn join_on<'s, K: JoinKey>(
             }
         }
         Physical::Broadcast => {
-            let keyed = count_exchange(matchable(left.clone()), "join left (broadcast: local)", |_| {
-                Dest::Local
-            });
+            let keyed = count_exchange(
+                matchable(left.clone()),
+                "join left (broadcast: local)",
+                |_| Dest::Local,
+            );
             let left_arr = arrange_local(keyed.clone(), "JoinLeftLocal");
             let right_all = |right: Keyed<'s, K>| {
-                count_exchange(right.inner.broadcast().as_collection(), "join right (broadcast)", |_| {
-                    Dest::Local
-                })
+                count_exchange(
+                    right.inner.broadcast().as_collection(),
+                    "join right (broadcast)",
+                    |_| Dest::Local,
+                )
             };
             let keys_all = |right: Keyed<'s, K>| {
                 let keys = right.map(|(k, _)| (k, ())).distinct();
@@ -216,7 +221,9 @@ fn join_on<'s, K: JoinKey>(
                     let keys = (kind == JoinKind::Left).then(|| keys_all(right));
                     sides.finish(kind, Some(right_arr), keys, padded)
                 }
-                JoinKind::Semi | JoinKind::Anti => sides.finish(kind, None, Some(keys_all(right)), padded),
+                JoinKind::Semi | JoinKind::Anti => {
+                    sides.finish(kind, None, Some(keys_all(right)), padded)
+                }
             }
         }
         Physical::Skew(hot) => {
@@ -246,10 +253,11 @@ fn join_on<'s, K: JoinKey>(
             };
             let rep = replicate.clone();
             let right_salted = |right: Keyed<'s, K>| {
-                let r = right.flat_map(move |(k, v)| {
-                    rep(k).into_iter().map(move |ks| (ks, v.clone()))
+                let r =
+                    right.flat_map(move |(k, v)| rep(k).into_iter().map(move |ks| (ks, v.clone())));
+                let r = count_exchange(r, "join right (skew)", |((k, s), _)| {
+                    Dest::Hash(route(k, *s))
                 });
-                let r = count_exchange(r, "join right (skew)", |((k, s), _)| Dest::Hash(route(k, *s)));
                 arrange_routed(r, "JoinRightSalted")
             };
             let keys_salted = |right: Keyed<'s, K>| {

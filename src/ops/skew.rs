@@ -192,7 +192,10 @@ impl SkewParams {
             if row.len() != key_width {
                 return Err(bad(
                     "hot",
-                    format!("key {key:?} has {} values for {key_width} key columns", row.len()),
+                    format!(
+                        "key {key:?} has {} values for {key_width} key columns",
+                        row.len()
+                    ),
                 ));
             }
             hot.push(row);
@@ -303,7 +306,12 @@ impl SkewParams {
     }
 
     /// The hot keys: given by hand, else found in a sample of the input.
-    fn hot_keys(&self, data: &dyn DataContext, input: usize, key: &[usize]) -> (Arc<HotKeys>, String) {
+    fn hot_keys(
+        &self,
+        data: &dyn DataContext,
+        input: usize,
+        key: &[usize],
+    ) -> (Arc<HotKeys>, String) {
         let hot = |keys: Vec<Row>| {
             Arc::new(HotKeys {
                 keys,
@@ -311,7 +319,11 @@ impl SkewParams {
             })
         };
         if !self.hot.is_empty() {
-            let why = format!("{} hot keys given: {}", self.hot.len(), show_keys(&self.hot));
+            let why = format!(
+                "{} hot keys given: {}",
+                self.hot.len(),
+                show_keys(&self.hot)
+            );
             return (hot(self.hot.clone()), why);
         }
         match data.sample_keys(input, key, self.sample_rate) {
@@ -408,7 +420,13 @@ mod tests {
     #[test]
     fn parses_hot_keys_and_limits() {
         let p = SkewParams::parse(&params(&[("hot", "a|1,b|2"), ("salts", "8")]), 2, true).unwrap();
-        assert_eq!(p.hot, vec![vec![Value::str("a"), Value::Int(1)], vec![Value::str("b"), Value::Int(2)]]);
+        assert_eq!(
+            p.hot,
+            vec![
+                vec![Value::str("a"), Value::Int(1)],
+                vec![Value::str("b"), Value::Int(2)]
+            ]
+        );
         assert_eq!(p.salts, Some(8));
         assert_eq!(p.broadcast_limit, Some(32 << 20));
         assert!(SkewParams::parse(&params(&[("hot", "a")]), 2, true).is_err());
@@ -430,13 +448,19 @@ mod tests {
         sample.counts.insert(vec![Value::Int(3)], 5);
         sample.counts.insert(vec![Value::Null], 15);
         let hot = detect(&sample, 0.1);
-        assert_eq!(hot, vec![(vec![Value::Int(2)], 50), (vec![Value::Int(1)], 30)]);
+        assert_eq!(
+            hot,
+            vec![(vec![Value::Int(2)], 50), (vec![Value::Int(1)], 30)]
+        );
     }
 
     #[test]
     fn without_data_auto_shuffles_unless_keys_are_given() {
         let p = SkewParams::parse(&params(&[]), 1, true).unwrap();
-        assert!(matches!(p.plan_join(&NoData, "join", 0, &[0], 1), Physical::Shuffle));
+        assert!(matches!(
+            p.plan_join(&NoData, "join", 0, &[0], 1),
+            Physical::Shuffle
+        ));
         let p = SkewParams::parse(&params(&[("hot", "7")]), 1, true).unwrap();
         match p.plan_join(&NoData, "join", 0, &[0], 1) {
             Physical::Skew(hot) => assert_eq!(hot.keys, vec![vec![Value::Int(7)]]),

@@ -31,8 +31,8 @@ pub fn sample_keys(
     let every = (1.0 / rate).round().max(1.0) as usize;
     let mut sample = KeySample::default();
     for (file, path) in input.files.iter().enumerate() {
-        let ranges = split_file(path, input.format, every * 8)
-            .map_err(|e| SourceError::io(path, e))?;
+        let ranges =
+            split_file(path, input.format, every * 8).map_err(|e| SourceError::io(path, e))?;
         let step = if ranges.len() < every { 1 } else { every };
         // Start halfway into the first stride so the file's head is not favoured.
         let first = (step / 2).min(ranges.len().saturating_sub(1));
@@ -45,15 +45,23 @@ pub fn sample_keys(
                 header: start == 0,
             };
             let mut bad = BadRows::default();
-            read_chunk(input, &chunk, &projection, &options, &mut bad, &|_| {}, &mut |row| {
-                sample.rows += 1;
-                match sample.counts.get_mut(row) {
-                    Some(n) => *n += 1,
-                    None => {
-                        sample.counts.insert(std::mem::take(row), 1);
+            read_chunk(
+                input,
+                &chunk,
+                &projection,
+                &options,
+                &mut bad,
+                &|_| {},
+                &mut |row| {
+                    sample.rows += 1;
+                    match sample.counts.get_mut(row) {
+                        Some(n) => *n += 1,
+                        None => {
+                            sample.counts.insert(std::mem::take(row), 1);
+                        }
                     }
-                }
-            })?;
+                },
+            )?;
         }
     }
     Ok(sample)
@@ -71,7 +79,7 @@ mod tests {
         let mut text = String::from("a,b\n");
         let mut i = 0u64;
         while text.len() < 6 << 20 {
-            let key = if i % 4 == 0 { 0 } else { i };
+            let key = if i.is_multiple_of(4) { 0 } else { i };
             text.push_str(&format!("{key},{i}\n"));
             i += 1;
         }
@@ -82,7 +90,11 @@ mod tests {
             on_bad_row: BadRowPolicy::Fail,
         };
         let sample = sample_keys(&input, 0, &[0], 0.05, &options).unwrap();
-        assert!(sample.rows > i / 40 && sample.rows < i / 10, "{} of {i}", sample.rows);
+        assert!(
+            sample.rows > i / 40 && sample.rows < i / 10,
+            "{} of {i}",
+            sample.rows
+        );
         let hot = sample.counts[&vec![Value::Int(0)]];
         let share = hot as f64 / sample.rows as f64;
         assert!((share - 0.25).abs() < 0.02, "{share}");
