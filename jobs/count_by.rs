@@ -34,7 +34,7 @@ impl Job for CountBy {
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
         let params = Params::from_pairs(&[("key", params.get("key")), ("agg", "count")]);
-        plan_group_by(&params, &inputs[0], "counts")
+        plan_group_by(&params, &inputs[0], "counts", None)
     }
 }
 

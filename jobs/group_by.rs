@@ -6,10 +6,14 @@
 //! (`count`, `sum_COL`, `min_COL`, `max_COL`, `avg_COL`,
 //! `count_distinct_COL`); key: the key columns. Nulls are ignored by every
 //! aggregate but `count`, which counts rows; null key values form a group,
-//! as in SQL.
+//! as in SQL. Hot keys (`strategy=auto|skew|shuffle`, `hot=`, `salts=`,
+//! `sample_rate=`, `hot_threshold=`; see [`crate::ops::skew`]) are grouped
+//! in two phases, with the same output.
 
 use super::kappa_job_prelude::*;
-use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate};
+use crate::job::DataContext;
+use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate, Split};
+use crate::ops::skew::{self, Physical, SkewParams};
 
 pub struct GroupBy;
 
@@ -25,7 +29,7 @@ impl Job for GroupBy {
                 format: None,
                 about: "rows to group",
             }],
-            params: vec![
+            params: [
                 ParamSpec {
                     name: "key",
                     default: None,
@@ -36,7 +40,10 @@ impl Job for GroupBy {
                     default: Some("count"),
                     help: "aggregates: count,sum:COL,min:COL,max:COL,avg:COL,count_distinct:COL",
                 },
-            ],
+            ]
+            .into_iter()
+            .chain(skew::param_specs(false))
+            .collect(),
             outputs: vec![OutputSpec {
                 name: "groups",
                 about: "key columns, then one column per aggregate",
@@ -45,16 +52,26 @@ impl Job for GroupBy {
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        plan_group_by(params, &inputs[0], "groups")
+        self.plan_with(params, inputs, &crate::job::NoData)
+    }
+
+    fn plan_with(
+        &self,
+        params: &Params,
+        inputs: &[InputSchema],
+        data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
+        plan_group_by(params, &inputs[0], "groups", Some(data))
     }
 }
 
 /// Plans a group-by over `schema` into an output named `output` (shared
-/// with `count-by`).
+/// with `count-by`, which has no strategy parameters: `data` is `None`).
 pub(super) fn plan_group_by(
     params: &Params,
     schema: &InputSchema,
     output: &str,
+    data: Option<&dyn DataContext>,
 ) -> Result<Plan, PlanError> {
     let keys = params.list("key");
     if keys.is_empty() {
@@ -71,6 +88,21 @@ pub(super) fn plan_group_by(
         .map(|k| Ok((schema.index(k)?, ColumnType::Any)))
         .collect::<Result<_, PlanError>>()?;
     let n_keys = columns.len();
+    let physical = match data {
+        None => Physical::Shuffle,
+        Some(data) => {
+            let skew = SkewParams::parse(params, n_keys, false)?;
+            if aggs.split() == Split::Never {
+                data.decide(
+                    "group-by: strategy shuffle (count_distinct on several columns)".into(),
+                );
+                Physical::Shuffle
+            } else {
+                let key_columns: Vec<usize> = columns.iter().map(|(c, _)| *c).collect();
+                skew.plan_group(data, "group-by", 0, &key_columns)
+            }
+        }
+    };
     columns.extend(value_columns.iter().copied());
     let mut names = keys.clone();
     names.extend(specs.iter().map(AggSpec::output_name));
@@ -88,6 +120,7 @@ pub(super) fn plan_group_by(
             key: (0..n_keys).collect(),
             values: (n_keys..n_keys + value_columns.len()).collect(),
             aggs,
+            physical,
         }),
     })
 }
@@ -96,12 +129,18 @@ struct GroupByFlow {
     key: Vec<usize>,
     values: Vec<usize>,
     aggs: Aggregates,
+    physical: Physical,
 }
 
 impl Dataflow for GroupByFlow {
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
         let input = inputs.into_iter().next().expect("group-by has one input");
-        vec![input.group_aggregate(self.key.clone(), self.values.clone(), self.aggs.clone())]
+        vec![input.group_aggregate_with(
+            self.key.clone(),
+            self.values.clone(),
+            self.aggs.clone(),
+            &self.physical,
+        )]
     }
 }
 
@@ -126,6 +165,39 @@ mod tests {
             out[0],
             rows(",1,4,4,4,4.0,1\na,3,4,1,3,2.0,2\nb,2,5.0,2.5,2.5,2.5,1")
         );
+    }
+
+    #[test]
+    fn two_phase_hot_keys_give_the_one_phase_output() {
+        let input =
+            rows("a,1\na,\nb,2.5\na,3\n,4\nb,2.5\na,0.1\na,0.2\na,0.3\nb,1e300\nb,-1e300\nb,1");
+        let aggs = "count,sum:v,min:v,max:v,avg:v,count_distinct:v";
+        let one = run_job(
+            &GroupBy,
+            &[("key", "k"), ("agg", aggs), ("strategy", "shuffle")],
+            &["k,v"],
+            vec![input.clone()],
+        );
+        for hot in ["a", "a,b", "b,x"] {
+            for salts in ["auto", "3", "16"] {
+                let two = run_job(
+                    &GroupBy,
+                    &[
+                        ("key", "k"),
+                        ("agg", aggs),
+                        ("strategy", "skew"),
+                        ("hot", hot),
+                        ("salts", salts),
+                    ],
+                    &["k,v"],
+                    vec![input.clone()],
+                );
+                assert_eq!(two, one, "hot={hot} salts={salts}");
+            }
+        }
+        // Float sums are exact, then rounded once.
+        assert_eq!(one[0][1][2], Value::float(4.6));
+        assert_eq!(one[0][2][2], Value::float(6.0));
     }
 
     #[test]

@@ -1,13 +1,19 @@
 //! `join`: SQL equi-join of `left` and `right`.
 //!
-//! Params `on=LEFTCOL=RIGHTCOL[,...]`, `kind=inner|left|semi|anti`.
+//! Params `on=LEFTCOL=RIGHTCOL[,...]`, `kind=inner|left|semi|anti`, and the
+//! strategy (`strategy=shuffle|broadcast|skew|auto`, `hot=`, `salts=`,
+//! `sample_rate=`, `hot_threshold=`, `broadcast_limit=`; see
+//! [`crate::ops::skew`]): `left` is the large side, `right` the small one.
+//! Every strategy gives the same output.
 //! Output `joined`: the left columns, then (for inner and left) the right
 //! columns except the join keys; a right column whose name clashes with an
 //! earlier one gets the prefix `right_`. Null keys never match. Rows may
 //! repeat (a bag, as in SQL), so the output key is the whole row.
 
 use super::kappa_job_prelude::*;
-use crate::ops::join::{JoinColumns, JoinKind, RelationalJoin};
+use crate::job::DataContext;
+use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
+use crate::ops::skew::{self, SkewParams};
 
 pub struct Join;
 
@@ -31,7 +37,7 @@ impl Job for Join {
                     about: "right side",
                 },
             ],
-            params: vec![
+            params: [
                 ParamSpec {
                     name: "on",
                     default: None,
@@ -42,7 +48,10 @@ impl Job for Join {
                     default: Some("inner"),
                     help: "inner, left, semi or anti",
                 },
-            ],
+            ]
+            .into_iter()
+            .chain(skew::param_specs(true))
+            .collect(),
             outputs: vec![OutputSpec {
                 name: "joined",
                 about: "left columns, then right columns except the join keys",
@@ -51,6 +60,15 @@ impl Job for Join {
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+        self.plan_with(params, inputs, &crate::job::NoData)
+    }
+
+    fn plan_with(
+        &self,
+        params: &Params,
+        inputs: &[InputSchema],
+        data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let (left, right) = (&inputs[0], &inputs[1]);
         let kind: JoinKind = params.parse("kind")?;
         let pairs = params.list("on");
@@ -67,6 +85,8 @@ impl Job for Join {
             left_key.push(left.index(l.trim())?);
             right_key.push(right.index(r.trim())?);
         }
+        let skew = SkewParams::parse(params, left_key.len(), true)?;
+        let physical = skew.plan_join(data, "join", 0, &left_key, 1);
         let keeps_right = matches!(kind, JoinKind::Inner | JoinKind::Left);
         let right_rest: Vec<usize> = if keeps_right {
             (0..right.columns.len())
@@ -98,6 +118,7 @@ impl Job for Join {
                     right_rest,
                 },
                 kind,
+                physical,
             }),
         })
     }
@@ -106,13 +127,14 @@ impl Job for Join {
 struct JoinFlow {
     columns: JoinColumns,
     kind: JoinKind,
+    physical: Physical,
 }
 
 impl Dataflow for JoinFlow {
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
         let mut inputs = inputs.into_iter();
         let (left, right) = (inputs.next().expect("left"), inputs.next().expect("right"));
-        vec![left.relational_join(right, self.columns.clone(), self.kind)]
+        vec![left.relational_join_with(right, self.columns.clone(), self.kind, &self.physical)]
     }
 }
 
@@ -122,28 +144,46 @@ mod tests {
     use crate::jobs::testing::{rows, run_job};
 
     fn join(kind: &str) -> Vec<Row> {
-        let left = rows("1,a\n2,b\n,c\n3,d\n1,e");
+        join_with(kind, &[])
+    }
+
+    fn join_with(kind: &str, extra: &[(&str, &str)]) -> Vec<Row> {
+        let left = rows("1,a\n2,b\n,c\n3,d\n1,e\n1,f\n1,a");
         let right = rows("1,x,p\n1,y,q\n2,z,r\n,n,s\n4,w,t");
-        run_job(
-            &Join,
-            &[("on", "id=id"), ("kind", kind)],
-            &["id,v", "id,v,w"],
-            vec![left, right],
-        )
-        .remove(0)
+        let mut params = vec![("on", "id=id"), ("kind", kind)];
+        params.extend_from_slice(extra);
+        run_job(&Join, &params, &["id,v", "id,v,w"], vec![left, right]).remove(0)
+    }
+
+    #[test]
+    fn every_strategy_gives_the_shuffle_output() {
+        for kind in ["inner", "left", "semi", "anti"] {
+            let shuffle = join_with(kind, &[("strategy", "shuffle")]);
+            for extra in [
+                &[("strategy", "broadcast")][..],
+                &[("strategy", "skew"), ("hot", "1")],
+                &[("strategy", "skew"), ("hot", "1,2,3"), ("salts", "5")],
+                &[("strategy", "skew")],
+                &[("strategy", "auto"), ("hot", "1")],
+            ] {
+                assert_eq!(join_with(kind, extra), shuffle, "{kind} {extra:?}");
+            }
+        }
     }
 
     #[test]
     fn kinds_follow_sql() {
         assert_eq!(
             join("inner"),
-            rows("1,a,x,p\n1,a,y,q\n1,e,x,p\n1,e,y,q\n2,b,z,r")
+            rows("1,a,x,p\n1,a,x,p\n1,a,y,q\n1,a,y,q\n1,e,x,p\n1,e,y,q\n1,f,x,p\n1,f,y,q\n2,b,z,r")
         );
         assert_eq!(
             join("left"),
-            rows(",c,,\n1,a,x,p\n1,a,y,q\n1,e,x,p\n1,e,y,q\n2,b,z,r\n3,d,,")
+            rows(
+                ",c,,\n1,a,x,p\n1,a,x,p\n1,a,y,q\n1,a,y,q\n1,e,x,p\n1,e,y,q\n1,f,x,p\n1,f,y,q\n2,b,z,r\n3,d,,"
+            )
         );
-        assert_eq!(join("semi"), rows("1,a\n1,e\n2,b"));
+        assert_eq!(join("semi"), rows("1,a\n1,a\n1,e\n1,f\n2,b"));
         assert_eq!(join("anti"), rows(",c\n3,d"));
     }
 

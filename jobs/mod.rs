@@ -8,6 +8,7 @@ mod ad_clicks;
 mod count_by;
 mod distinct;
 mod enrich;
+mod followers;
 mod group_by;
 mod join;
 pub mod nexmark;
@@ -41,6 +42,7 @@ pub static ALL: &[&dyn Job] = &[
     &nexmark::q7::Q7,
     &nexmark::q8::Q8,
     &nexmark::q9::Q9,
+    &followers::Followers,
 ];
 
 /// The job with this CLI name.

@@ -100,6 +100,57 @@ pub trait Job: Sync {
     /// Plans the job for these parameters (already validated against the
     /// spec and filled with defaults) and input schemas (in spec order).
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError>;
+
+    /// As [`Job::plan`], with what the runner knows about the data before it
+    /// runs (input sizes, a sample of keys), so that the plan can pick a
+    /// physical strategy (a broadcast or salted join, two-phase grouping).
+    /// The output must not depend on `data`. By default `data` is ignored.
+    fn plan_with(
+        &self,
+        params: &Params,
+        inputs: &[InputSchema],
+        data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
+        let _ = data;
+        self.plan(params, inputs)
+    }
+}
+
+/// What a runner can tell a planner about the data before it runs. Plans
+/// use it only to choose how to compute (never what): a wrong or missing
+/// answer may cost time, never change an output.
+pub trait DataContext {
+    /// Bytes of input `input` (spec order), when known (files).
+    fn input_bytes(&self, input: usize) -> Option<u64> {
+        let _ = input;
+        None
+    }
+    /// Counts of the values of `columns` (input column indices) over a
+    /// sample of about `rate` of input `input`'s rows, when it can be read.
+    fn sample_keys(&self, input: usize, columns: &[usize], rate: f64) -> Option<KeySample> {
+        let _ = (input, columns, rate);
+        None
+    }
+    /// Records a choice the planner made (a strategy, hot keys), for the
+    /// run's summary and logs.
+    fn decide(&self, note: String) {
+        tracing::info!("{note}");
+    }
+}
+
+/// No knowledge of the data (streams, tests): planners fall back on their
+/// parameters.
+pub struct NoData;
+
+impl DataContext for NoData {}
+
+/// Key counts over a sample of an input's rows.
+#[derive(Clone, Debug, Default)]
+pub struct KeySample {
+    /// Rows sampled.
+    pub rows: u64,
+    /// Sampled rows per key (typed as the dataflow sees them).
+    pub counts: std::collections::HashMap<Row, u64>,
 }
 
 /// The dataflow of a planned job. `build` is called once per worker, inside

@@ -36,6 +36,7 @@ pub mod runner;
 pub mod schema;
 pub mod sink;
 pub mod source;
+pub mod stats;
 pub mod table;
 pub mod time;
 pub mod value;

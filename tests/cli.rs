@@ -122,6 +122,16 @@ fn every_builtin_job_runs_on_the_sample_data() {
             &["-i", "views=data/views.csv", "-i", "users=data/users.csv"],
             "page_views",
         ),
+        (
+            "followers",
+            &[
+                "-i",
+                "follows=data/follows.csv",
+                "-i",
+                "posts=data/posts.csv",
+            ],
+            "timeline",
+        ),
     ];
     for (job, args, output) in runs {
         let out = d.s(job);
@@ -528,4 +538,99 @@ fn jobs_and_job_help_show_parameters() {
         text.contains("param  on") && text.contains("param  kind") && text.contains("--workers"),
         "{text}"
     );
+}
+
+/// A left side with one key on half the rows, and a right side with one
+/// row per key.
+fn skewed_pair(d: &Dir) -> (String, String) {
+    let mut left = String::from("k,v\n");
+    let mut x: u64 = 99;
+    for i in 0..40_000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let key = if i % 2 == 0 { 0 } else { (x >> 33) % 1000 };
+        writeln!(left, "{key},{i}").unwrap();
+    }
+    let mut right = String::from("k,name\n");
+    for k in 0..1000 {
+        writeln!(right, "{k},n{k}").unwrap();
+    }
+    (d.write("left.csv", &left), d.write("right.csv", &right))
+}
+
+/// The `max/mean` figure of the stats row starting with `name`.
+fn imbalance_of(stats: &str, name: &str) -> f64 {
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no {name:?} row in:\n{stats}"));
+    // After the name: records, max/mean, then the per-worker counts.
+    line[name.len()..]
+        .split_whitespace()
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("bad stats row {line:?}"))
+}
+
+#[test]
+fn strategies_give_one_output_and_stats_show_the_balance() {
+    let d = Dir::new();
+    let (left, right) = skewed_pair(&d);
+    let run = |name: &str, extra: &[&str]| {
+        let out = d.s(name);
+        let (l, r) = (format!("left={left}"), format!("right={right}"));
+        let mut args = vec![
+            "run",
+            "join",
+            "-i",
+            &l,
+            "-i",
+            &r,
+            "-p",
+            "on=k",
+            "-o",
+            &out,
+            "--workers",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let stderr = ok(&args);
+        (read(d.path(name).join("joined.csv")), stderr)
+    };
+    let (shuffle, s_shuffle) = run("shuffle", &["-p", "strategy=shuffle", "--stats"]);
+    let (skew, s_skew) = run("skew", &["-p", "strategy=skew", "--stats"]);
+    let (broadcast, _) = run("broadcast", &["-p", "strategy=broadcast"]);
+    let (auto, s_auto) = run("auto", &["-p", "broadcast_limit=0"]);
+    assert_eq!(shuffle.lines().count(), 40_001);
+    assert!(shuffle == skew && shuffle == broadcast && shuffle == auto);
+    // The hot key holds half the rows: a shuffle puts them on one worker.
+    assert!(
+        imbalance_of(&s_shuffle, "join left (shuffle)") > 1.4,
+        "{s_shuffle}"
+    );
+    assert!(imbalance_of(&s_skew, "join left (skew)") < 1.1, "{s_skew}");
+    assert!(
+        s_skew.contains("strategy skew") && s_skew.contains("1 hot keys"),
+        "{s_skew}"
+    );
+    assert!(
+        s_auto.contains("strategy skew (auto:") && !s_auto.contains("max/mean"),
+        "{s_auto}"
+    );
+    let bad = fails(&[
+        "run",
+        "join",
+        "-i",
+        &format!("left={left}"),
+        "-i",
+        &format!("right={right}"),
+        "-p",
+        "on=k",
+        "-p",
+        "strategy=fast",
+        "-o",
+        &d.s("bad"),
+    ]);
+    assert!(bad.contains("strategy"), "{bad}");
 }

@@ -5,6 +5,10 @@
 //!
 //! Values are integers and multiples of 0.5, so float sums are exact in any
 //! order and the comparison can be exact.
+//!
+//! Every join and grouping strategy (shuffle, broadcast, skew with zero, one
+//! or several hot keys and any salt count, auto) must give the reference's
+//! output, on every worker count.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -154,25 +158,72 @@ fn reference_join(left: &[Row], right: &[Row], kind: &str) -> Vec<Row> {
     out
 }
 
+/// A strategy with its hot keys (none, the hot key 0, several) and salts.
+fn strategy() -> impl Strategy<Value = (&'static str, &'static str, &'static str)> {
+    (
+        prop_oneof![
+            Just("shuffle"),
+            Just("broadcast"),
+            Just("skew"),
+            Just("auto")
+        ],
+        prop_oneof![Just(""), Just("0"), Just("0,1,2,a")],
+        prop_oneof![Just("auto"), Just("1"), Just("3")],
+    )
+}
+
+fn group_by_reference(input: &[Row]) -> Vec<Row> {
+    let mut groups: BTreeMap<Value, Vec<Value>> = BTreeMap::new();
+    for row in input {
+        groups
+            .entry(row[0].clone())
+            .or_default()
+            .push(row[1].clone());
+    }
+    groups
+        .into_iter()
+        .map(|(k, values)| {
+            let mut row = vec![k];
+            row.extend(reference_aggregates(&values));
+            row
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
     #[test]
+    fn join_strategies_match_reference(
+        left in rows(40),
+        right in rows(20),
+        kind in prop_oneof![Just("inner"), Just("left"), Just("semi"), Just("anti")],
+        (strategy, hot, salts) in strategy(),
+    ) {
+        let got = run(
+            job("join"),
+            &[("on", "k=k"), ("kind", kind), ("strategy", strategy), ("hot", hot), ("salts", salts)],
+            vec![left.clone(), right.clone()],
+        );
+        prop_assert_eq!(got, reference_join(&left, &right, kind));
+    }
+
+    #[test]
+    fn group_by_strategies_match_reference(input in rows(60), (strategy, hot, salts) in strategy()) {
+        let strategy = if strategy == "broadcast" { "skew" } else { strategy };
+        let got = run(
+            job("group-by"),
+            &[("key", "k"), ("agg", "count,sum:v,avg:v,min:v,max:v,count_distinct:v"),
+              ("strategy", strategy), ("hot", hot), ("salts", salts)],
+            vec![input.clone()],
+        );
+        prop_assert_eq!(got, group_by_reference(&input));
+    }
+
+    #[test]
     fn group_by_matches_reference(input in rows(60)) {
         let got = run(job("group-by"), &[("key", "k"), ("agg", "count,sum:v,avg:v,min:v,max:v,count_distinct:v")], vec![input.clone()]);
-        let mut groups: BTreeMap<Value, Vec<Value>> = BTreeMap::new();
-        for row in &input {
-            groups.entry(row[0].clone()).or_default().push(row[1].clone());
-        }
-        let expected: Vec<Row> = groups
-            .into_iter()
-            .map(|(k, values)| {
-                let mut row = vec![k];
-                row.extend(reference_aggregates(&values));
-                row
-            })
-            .collect();
-        prop_assert_eq!(got, expected);
+        prop_assert_eq!(got, group_by_reference(&input));
     }
 
     #[test]

@@ -464,3 +464,128 @@ fn sigterm_stops_cleanly() {
         .unwrap();
     assert_eq!(sum, 500);
 }
+
+/// The skew strategies in a stream (many small epochs, resumed once): each
+/// table equals a batch `shuffle` run over the same records, and verifies.
+#[test]
+fn skew_strategies_in_streams_equal_batch_shuffle() {
+    let w = World::new();
+    let mut rng = Rng(0x5eed);
+    // u0 is a hot key: a third of the events.
+    let events: Vec<String> = (0..1200u64)
+        .map(|i| {
+            let user = if i % 3 == 0 { 0 } else { rng.below(25) };
+            let page = ["/", "/a", "/b", "/c"][rng.below(4) as usize];
+            let amount = if rng.below(9) == 0 {
+                String::new()
+            } else {
+                rng.below(500).to_string()
+            };
+            format!("u{user},u{user},{},{page},{amount}", 1000 + i * 7)
+        })
+        .collect();
+    let users: Vec<String> = (0..20)
+        .map(|u| format!("u{u},{}", ["fr", "de", "jp"][u % 3]))
+        .collect();
+    w.ok(&["log", "create", "events", "--partitions", "2"]);
+    w.ok(&["log", "create", "users", "--partitions", "1"]);
+    let header = "user,user_id,ts,page,amount";
+    let ev_file = w.write("events.csv", &format!("{header}\n{}\n", events.join("\n")));
+    let users_file = w.write(
+        "users.csv",
+        &format!("user_id,country\n{}\n", users.join("\n")),
+    );
+    let half = w.write(
+        "half.csv",
+        &format!("{header}\n{}\n", events[..600].join("\n")),
+    );
+    let rest = w.write(
+        "rest.csv",
+        &format!("{header}\n{}\n", events[600..].join("\n")),
+    );
+    w.ok(&["log", "produce", "users", "--file", &users_file]);
+    let deployments: &[(&str, &str, &[&str])] = &[
+        (
+            "join",
+            "j_skew",
+            &[
+                "on=user_id",
+                "kind=left",
+                "strategy=skew",
+                "hot=u0,u1",
+                "salts=3",
+            ],
+        ),
+        (
+            "join",
+            "j_bcast",
+            &["on=user_id", "kind=anti", "strategy=broadcast"],
+        ),
+        (
+            "group-by",
+            "g_skew",
+            &[
+                "key=user",
+                "agg=count,sum:amount,min:ts,avg:amount,count_distinct:page",
+                "strategy=skew",
+                "hot=u0",
+            ],
+        ),
+    ];
+    for file in [&half, &rest] {
+        w.ok(&["log", "produce", "events", "--file", file]);
+        for (job, table, params) in deployments {
+            let mut args = vec![
+                "stream",
+                job,
+                "--table",
+                table,
+                "-q",
+                "--until-caught-up",
+                "--max-batch",
+                "97",
+                "--workers",
+                "2",
+            ];
+            if *job == "join" {
+                args.extend(["-i", "left=events", "-i", "right=users"]);
+            } else {
+                args.extend(["-i", "input=events"]);
+            }
+            for p in *params {
+                args.extend(["-p", p]);
+            }
+            w.ok(&args);
+        }
+    }
+    for (job, table, params) in deployments {
+        let out = w.path(&format!("batch-{table}"));
+        let out_s = out.display().to_string();
+        let (l, r, i) = (
+            format!("left={ev_file}"),
+            format!("right={users_file}"),
+            format!("input={ev_file}"),
+        );
+        let mut args = vec!["run", job, "-o", &out_s, "-p", "strategy=shuffle"];
+        if *job == "join" {
+            args.extend(["-i", &l, "-i", &r]);
+        } else {
+            args.extend(["-i", &i]);
+        }
+        for p in params.iter().filter(|p| {
+            !p.starts_with("strategy=") && !p.starts_with("hot=") && !p.starts_with("salts=")
+        }) {
+            args.extend(["-p", p]);
+        }
+        w.ok(&args);
+        let output = if *job == "join" { "joined" } else { "groups" };
+        let batch = std::fs::read_to_string(out.join(format!("{output}.csv"))).unwrap();
+        assert_eq!(
+            table_csv(&w.path("tables.db"), table),
+            batch.replace('"', ""),
+            "{table}"
+        );
+        let verify = w.ok(&["table", "verify", table]);
+        assert!(verify.contains(": identical ("), "{verify}");
+    }
+}

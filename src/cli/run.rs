@@ -10,7 +10,7 @@ use clap::{Args, CommandFactory, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::workers::WorkerArgs;
-use crate::job::{Job, Params};
+use crate::job::{DataContext, Job, KeySample, Params};
 use crate::runner::batch::{BatchResult, BatchRun};
 use crate::sink::files;
 use crate::source::{BadRowPolicy, Format, InputFiles, ReadOptions};
@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Replace the outputs in an existing output directory.
     #[arg(long)]
     overwrite: bool,
+    /// After the run, print per exchange (each join side and group-by) the
+    /// records each worker received and the imbalance (max / mean).
+    #[arg(long)]
+    stats: bool,
     #[command(flatten)]
     late: LateArgs,
     #[command(flatten)]
@@ -125,24 +129,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let params = Params::resolve(&spec, &args.late.with_params(&spec, &args.param)?)?;
     let inputs = resolve_inputs(job, &args)?;
     let schemas: Vec<_> = inputs.iter().map(|i| i.schema.clone()).collect();
+    let options = args.on_bad_row.read_options(args.null.clone());
+    let data = FilesContext {
+        inputs: &inputs,
+        options: &options,
+        decisions: Default::default(),
+    };
     let plan = job
-        .plan(&params, &schemas)
+        .plan_with(&params, &schemas, &data)
         .with_context(|| format!("cannot plan job {}", spec.name))?;
+    let decisions = data.decisions.into_inner();
     files::check_target(&output, args.overwrite)?;
     let workers = args.workers.config()?;
     let total_bytes: u64 = inputs.iter().map(InputFiles::bytes).sum();
     let bar = progress_bar(total_bytes);
-    let options = args.on_bad_row.read_options(args.null.clone());
     let progress = bar
         .clone()
         .map(|b| Arc::new(move |n: u64| b.inc(n)) as Arc<dyn Fn(u64) + Send + Sync>);
     let threads = workers.total_workers();
+    let stats = args.stats.then(Arc::<crate::stats::Recorder>::default);
     let run = BatchRun {
         plan: plan.clone(),
         inputs: inputs.clone(),
         options,
         workers,
         progress,
+        stats: stats.clone(),
     };
     let result = run.run();
     if let Some(bar) = bar {
@@ -155,7 +167,48 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         "{}",
         summary(spec.name, threads, &inputs, &plan.outputs, &result, &output)
     );
+    for d in &decisions {
+        eprintln!("  {d}");
+    }
+    if let Some(stats) = stats {
+        eprint!("{}", stats.table());
+    }
     Ok(())
+}
+
+/// What the planner may know of file inputs: their sizes and a sample of
+/// their keys; records the planner's choices for the summary.
+struct FilesContext<'a> {
+    inputs: &'a [InputFiles],
+    options: &'a crate::source::ReadOptions,
+    decisions: std::cell::RefCell<Vec<String>>,
+}
+
+impl DataContext for FilesContext<'_> {
+    fn input_bytes(&self, input: usize) -> Option<u64> {
+        self.inputs.get(input).map(InputFiles::bytes)
+    }
+
+    fn sample_keys(&self, input: usize, columns: &[usize], rate: f64) -> Option<KeySample> {
+        let files = self.inputs.get(input)?;
+        let started = std::time::Instant::now();
+        match crate::source::sample::sample_keys(files, input, columns, rate, self.options) {
+            Ok(sample) => {
+                tracing::info!(input, rows = sample.rows, elapsed = ?started.elapsed(), "sampled keys");
+                Some(sample)
+            }
+            Err(e) => {
+                // The run reads the input again and reports the error properly.
+                tracing::warn!("cannot sample input {}: {e}", files.schema.name);
+                None
+            }
+        }
+    }
+
+    fn decide(&self, note: String) {
+        tracing::info!("{note}");
+        self.decisions.borrow_mut().push(note);
+    }
 }
 
 pub(super) fn find_job(name: &str) -> anyhow::Result<&'static dyn Job> {

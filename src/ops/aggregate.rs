@@ -6,19 +6,37 @@
 //! in an `i128`; a result beyond `i64` is written as a float); as soon as a
 //! float is involved the sum is a float.
 //!
-//! Determinism: aggregates are computed by `reduce`, whose input for a key is
-//! the consolidated multiset of values sorted by value. Float sums are added
-//! in that order, so the result does not depend on arrival order or worker
-//! count (plain float addition is not associative; summing in arrival order
-//! would break batch == stream). When the only aggregate is `count`, the
-//! cheaper `count` operator is used: the arrangement then holds one entry per
-//! key instead of one per distinct row.
+//! Determinism: float sums are exact (Shewchuk's non-overlapping partials,
+//! as Python's `math.fsum`) and rounded once at the end, so the result does
+//! not depend on arrival order, worker count, or how a group was split
+//! (plain float addition is not associative; summing in arrival order would
+//! break batch == stream). When the only aggregate is `count`, the cheaper
+//! `count` operator is used: the arrangement then holds one entry per key
+//! instead of one per distinct row.
+//!
+//! Hot keys ([`Physical::Skew`]): every aggregate here combines, so a hot
+//! key's rows are spread over `(key, salt)` partitions on many workers, each
+//! computes a [`Partial`] state, and one worker per key merges the few
+//! partials into the final values. `count_distinct` stays exact because the
+//! salt is then a hash of its column's value, so each distinct value is
+//! counted in one partition only (with `count_distinct` on two different
+//! columns, grouping stays one-phase). Merging exact states gives exactly
+//! the one-phase values.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
-use crate::job::{PlanError, Rows};
+use differential_dataflow::Hashable;
+use differential_dataflow::operators::arrange::arrangement::arrange_core;
+use differential_dataflow::trace::implementations::{ValBatcher, ValBuilder, ValSpine};
+use serde::{Deserialize, Serialize};
+use timely::dataflow::channels::pact::Exchange;
+
+use crate::job::{PlanError, Rows, Time};
+use crate::ops::skew::{Physical, route, salt_of};
 use crate::schema::{ColumnType, InputSchema};
-use crate::value::{Row, Value};
+use crate::stats::{Dest, count_exchange};
+use crate::value::{F64, Row, Value};
 
 /// One aggregate function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,39 +210,32 @@ fn aggregate(kind: AggKind, col: usize, group: &[(&Row, isize)]) -> Value {
     }
 }
 
-/// A running sum: exact while only integers are seen.
-#[derive(Clone, Copy, Debug)]
-struct Sum {
+/// A running sum, exact: integers in an `i128`, floats as non-overlapping
+/// partials (their exact sum), rounded once when the value is read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Sum {
     ints: i128,
-    floats: f64,
+    floats: Vec<F64>,
     any_float: bool,
 }
 
 impl Sum {
-    fn value(self) -> Value {
+    fn value(&self) -> Value {
         match (self.any_float, i64::try_from(self.ints)) {
             (false, Ok(i)) => Value::Int(i),
             _ => Value::float(self.as_f64()),
         }
     }
-    fn as_f64(self) -> f64 {
-        self.ints as f64 + self.floats
+    fn as_f64(&self) -> f64 {
+        self.ints as f64 + round_partials(&self.floats)
     }
-}
-
-fn sum<'a>(values: impl Iterator<Item = (&'a Value, isize)>) -> Option<Sum> {
-    let mut acc: Option<Sum> = None;
-    for (v, m) in values {
-        let s = acc.get_or_insert(Sum {
-            ints: 0,
-            floats: 0.0,
-            any_float: false,
-        });
+    /// Adds `v` `m` times.
+    fn add(&mut self, v: &Value, m: isize) {
         match v {
-            Value::Int(i) => s.ints += *i as i128 * m as i128,
+            Value::Int(i) => self.ints += *i as i128 * m as i128,
             Value::Float(f) => {
-                s.floats += f.get() * m as f64;
-                s.any_float = true;
+                self.any_float = true;
+                add_times(&mut self.floats, f.get(), m);
             }
             // The plan types sum/avg columns as numbers, so the source layer
             // rejects anything else as a bad row before it gets here.
@@ -233,7 +244,221 @@ fn sum<'a>(values: impl Iterator<Item = (&'a Value, isize)>) -> Option<Sum> {
             ),
         }
     }
+    /// Adds `other` `m` times.
+    fn merge(&mut self, other: &Sum, m: isize) {
+        self.ints += other.ints * m as i128;
+        self.any_float |= other.any_float;
+        for p in &other.floats {
+            add_times(&mut self.floats, p.get(), m);
+        }
+    }
+}
+
+/// Adds `x * m` to the partials exactly (the product's rounding error is
+/// recovered with a fused multiply-add).
+fn add_times(partials: &mut Vec<F64>, x: f64, m: isize) {
+    if m == 1 {
+        add_exact(partials, x);
+        return;
+    }
+    let m = m as f64;
+    let p = x * m;
+    let e = x.mul_add(m, -p);
+    add_exact(partials, p);
+    if e != 0.0 {
+        add_exact(partials, e);
+    }
+}
+
+/// Shewchuk's exact addition: keeps the partials non-overlapping, in
+/// increasing magnitude, summing exactly to everything added.
+fn add_exact(partials: &mut Vec<F64>, mut x: f64) {
+    let mut i = 0;
+    for j in 0..partials.len() {
+        let mut y = partials[j].get();
+        if x.abs() < y.abs() {
+            std::mem::swap(&mut x, &mut y);
+        }
+        let hi = x + y;
+        let lo = y - (hi - x);
+        if lo != 0.0 {
+            partials[i] = F64::new(lo);
+            i += 1;
+        }
+        x = hi;
+    }
+    partials.truncate(i);
+    partials.push(F64::new(x));
+}
+
+/// The exact sum of the partials, correctly rounded (as `math.fsum`).
+fn round_partials(partials: &[F64]) -> f64 {
+    let mut n = partials.len();
+    if n == 0 {
+        return 0.0;
+    }
+    n -= 1;
+    let mut hi = partials[n].get();
+    let mut lo = 0.0;
+    while n > 0 {
+        let x = hi;
+        n -= 1;
+        let y = partials[n].get();
+        hi = x + y;
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    if n > 0
+        && ((lo < 0.0 && partials[n - 1].get() < 0.0) || (lo > 0.0 && partials[n - 1].get() > 0.0))
+    {
+        let y = lo * 2.0;
+        let x = hi + y;
+        let yr = x - hi;
+        if y == yr {
+            hi = x;
+        }
+    }
+    hi
+}
+
+fn sum<'a>(values: impl Iterator<Item = (&'a Value, isize)>) -> Option<Sum> {
+    let mut acc: Option<Sum> = None;
+    for (v, m) in values {
+        acc.get_or_insert_with(Sum::default).add(v, m);
+    }
     acc
+}
+
+/// How the rows of a hot key may be spread over salts (see [`Aggregates::split`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    ByRow,
+    ByColumn(usize),
+    Never,
+}
+
+/// One aggregate's state over part of a group; states of disjoint parts
+/// merge into the state of their union.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Partial {
+    Count(i64),
+    /// `None`: no non-null value yet.
+    Sum(Option<Sum>),
+    /// The sum and count of the non-null values.
+    Avg(Option<Sum>, i64),
+    Min(Value),
+    Max(Value),
+    /// Exact when parts never share a value (the salt hashes this column).
+    CountDistinct(i64),
+}
+
+impl Aggregates {
+    /// How a hot key's rows may be split over salts: by the whole row, by
+    /// the one column `count_distinct` counts (its position in the value
+    /// rows), or not at all (`count_distinct` on several columns).
+    pub fn split(&self) -> Split {
+        let cols: BTreeSet<usize> = self
+            .aggs
+            .iter()
+            .filter(|(k, _)| *k == AggKind::CountDistinct)
+            .map(|(_, c)| *c)
+            .collect();
+        match (cols.len(), cols.first()) {
+            (0, _) => Split::ByRow,
+            (1, Some(&c)) => Split::ByColumn(c),
+            _ => Split::Never,
+        }
+    }
+
+    /// The states of one part of a group (its value rows with multiplicities).
+    pub fn partial(&self, group: &[(&Row, isize)]) -> Vec<Partial> {
+        self.aggs
+            .iter()
+            .map(|&(kind, col)| {
+                let non_null = || {
+                    group
+                        .iter()
+                        .filter(move |(r, _)| !r[col].is_null())
+                        .map(move |(r, m)| (&r[col], *m))
+                };
+                match kind {
+                    AggKind::Count => Partial::Count(group.iter().map(|(_, m)| *m as i64).sum()),
+                    AggKind::Sum => Partial::Sum(sum(non_null())),
+                    AggKind::Avg => {
+                        Partial::Avg(sum(non_null()), non_null().map(|(_, m)| m as i64).sum())
+                    }
+                    AggKind::Min => Partial::Min(aggregate(kind, col, group)),
+                    AggKind::Max => Partial::Max(aggregate(kind, col, group)),
+                    AggKind::CountDistinct => {
+                        Partial::CountDistinct(aggregate(kind, col, group).as_i64().unwrap_or(0))
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Merges the states of a group's parts (with multiplicities: two parts
+    /// with equal states arrive as one with multiplicity 2).
+    pub fn merge(&self, parts: &[(&Vec<Partial>, isize)]) -> Vec<Partial> {
+        let mut acc: Vec<Partial> = self
+            .aggs
+            .iter()
+            .map(|(kind, _)| match kind {
+                AggKind::Count => Partial::Count(0),
+                AggKind::Sum => Partial::Sum(None),
+                AggKind::Avg => Partial::Avg(None, 0),
+                AggKind::Min => Partial::Min(Value::Null),
+                AggKind::Max => Partial::Max(Value::Null),
+                AggKind::CountDistinct => Partial::CountDistinct(0),
+            })
+            .collect();
+        let merge_sum = |a: &mut Option<Sum>, b: &Option<Sum>, m: isize| {
+            if let Some(b) = b {
+                a.get_or_insert_with(Sum::default).merge(b, m);
+            }
+        };
+        let better = |a: &mut Value, b: &Value, max: bool| {
+            if !b.is_null() && (a.is_null() || (max && b > a) || (!max && b < a)) {
+                *a = b.clone();
+            }
+        };
+        for (part, m) in parts {
+            for (a, b) in acc.iter_mut().zip(part.iter()) {
+                match (a, b) {
+                    (Partial::Count(a), Partial::Count(b)) => *a += b * *m as i64,
+                    (Partial::CountDistinct(a), Partial::CountDistinct(b)) => *a += b * *m as i64,
+                    (Partial::Sum(a), Partial::Sum(b)) => merge_sum(a, b, *m),
+                    (Partial::Avg(a, an), Partial::Avg(b, bn)) => {
+                        merge_sum(a, b, *m);
+                        *an += bn * *m as i64;
+                    }
+                    (Partial::Min(a), Partial::Min(b)) => better(a, b, false),
+                    (Partial::Max(a), Partial::Max(b)) => better(a, b, true),
+                    (a, b) => unreachable!("partials of different aggregates: {a:?}, {b:?}"),
+                }
+            }
+        }
+        acc
+    }
+
+    /// The aggregate values from a whole group's states.
+    pub fn finish(&self, parts: &[Partial]) -> Row {
+        parts
+            .iter()
+            .map(|p| match p {
+                Partial::Count(n) | Partial::CountDistinct(n) => Value::Int(*n),
+                Partial::Sum(s) => s.as_ref().map_or(Value::Null, Sum::value),
+                Partial::Avg(s, n) => match s {
+                    Some(s) if *n != 0 => Value::float(s.as_f64() / *n as f64),
+                    _ => Value::Null,
+                },
+                Partial::Min(v) | Partial::Max(v) => v.clone(),
+            })
+            .collect()
+    }
 }
 
 /// Grouping with aggregates, as a collection method.
@@ -242,27 +467,132 @@ pub trait GroupAggregate<'s> {
     /// aggregates over the columns at `values`. Output rows: key columns,
     /// then one column per aggregate.
     fn group_aggregate(self, key: Vec<usize>, values: Vec<usize>, aggs: Aggregates) -> Rows<'s>;
+
+    /// As [`GroupAggregate::group_aggregate`], with hot keys computed in two
+    /// phases under [`Physical::Skew`] (the same output).
+    fn group_aggregate_with(
+        self,
+        key: Vec<usize>,
+        values: Vec<usize>,
+        aggs: Aggregates,
+        physical: &Physical,
+    ) -> Rows<'s>;
 }
 
 impl<'s> GroupAggregate<'s> for Rows<'s> {
+    fn group_aggregate_with(
+        self,
+        key: Vec<usize>,
+        values: Vec<usize>,
+        aggs: Aggregates,
+        physical: &Physical,
+    ) -> Rows<'s> {
+        match physical {
+            Physical::Skew(hot) if aggs.split() != Split::Never => {
+                let hot: Arc<HashSet<Row>> = Arc::new(hot.set(|k| Some(k.clone())));
+                let salts = hot_salts(&self, physical);
+                two_phase(self, key, values, aggs, hot, salts)
+            }
+            _ => self.group_aggregate(key, values, aggs),
+        }
+    }
+
     fn group_aggregate(self, key: Vec<usize>, values: Vec<usize>, aggs: Aggregates) -> Rows<'s> {
+        let by_key = |k: &Row| Dest::Hash(k.hashed());
         if aggs.only_counts() {
             let n = aggs.aggs.len();
-            return self
-                .map(move |row| project_owned(row, &key))
+            let keys = self.map(move |row| project_owned(row, &key));
+            return count_exchange(keys, "group-by (shuffle)", by_key)
                 .count()
                 .map(move |(mut k, c)| {
                     k.extend(std::iter::repeat_n(Value::Int(c as i64), n));
                     k
                 });
         }
-        self.map(move |row| (project(&row, &key), project(&row, &values)))
+        let pairs = self.map(move |row| (project(&row, &key), project(&row, &values)));
+        count_exchange(pairs, "group-by (shuffle)", move |(k, _)| by_key(k))
             .reduce(move |_key, group, out| out.push((aggs.compute(group), 1isize)))
             .map(|(mut k, v)| {
                 k.extend(v);
                 k
             })
     }
+}
+
+/// The salt count of a skewed grouping on this scope's workers.
+fn hot_salts(rows: &Rows<'_>, physical: &Physical) -> u32 {
+    match physical {
+        Physical::Skew(hot) => hot.salts(rows.inner.scope().peers()),
+        _ => 1,
+    }
+}
+
+/// Two-phase grouping: partial states per `(key, salt)` (hot keys spread
+/// over `salts` partitions, others in one), final values per key, merged on
+/// one worker only for hot keys.
+fn two_phase<'s>(
+    rows: Rows<'s>,
+    key: Vec<usize>,
+    values: Vec<usize>,
+    aggs: Aggregates,
+    hot: Arc<HashSet<Row>>,
+    salts: u32,
+) -> Rows<'s> {
+    let salt_column = match aggs.split() {
+        Split::ByColumn(c) => Some(c),
+        Split::ByRow => None,
+        Split::Never => unreachable!("checked by the caller"),
+    };
+    let is_hot = hot.clone();
+    let salted = rows.map(move |row| {
+        let k = project(&row, &key);
+        let v = project(&row, &values);
+        let salt = if !is_hot.contains(&k) {
+            0
+        } else if let Some(c) = salt_column {
+            salt_of(&v[c], salts)
+        } else {
+            salt_of(&row, salts)
+        };
+        ((k, salt), v)
+    });
+    let salted = count_exchange(salted, "group-by (skew)", |((k, s), _)| {
+        Dest::Hash(route(k, *s))
+    });
+    let pact = Exchange::new(|(((k, s), _), _, _): &(((Row, u32), Row), Time, isize)| route(k, *s));
+    let arranged = arrange_core::<
+        _,
+        _,
+        ValBatcher<(Row, u32), Row, Time, isize>,
+        ValSpine<(Row, u32), Row, Time, isize>,
+    >(salted.inner, pact, "GroupSalted", ValBatcher::new);
+    let part_aggs = aggs.clone();
+    let partials = arranged
+        .reduce_abelian::<_, ValBuilder<_, _, _, _>, ValSpine<(Row, u32), Vec<Partial>, Time, isize>, _, _>(
+            "GroupPartial",
+            move |_key, group, out| out.push((part_aggs.partial(group), 1isize)),
+            |vec, key, upds| {
+                vec.clear();
+                vec.extend(upds.drain(..).map(|(v, t, r)| ((key.clone(), v), t, r)));
+            },
+        )
+        .as_collection(|k: &(Row, u32), v: &Vec<Partial>| (k.0.clone(), v.clone()));
+    let cold_aggs = aggs.clone();
+    let is_hot = hot.clone();
+    let cold = partials.clone().flat_map(move |(mut k, parts)| {
+        (!is_hot.contains(&k)).then(|| {
+            k.extend(cold_aggs.finish(&parts));
+            k
+        })
+    });
+    let merged = partials
+        .filter(move |(k, _)| hot.contains(k))
+        .reduce(move |_key, parts, out| out.push((aggs.finish(&aggs.merge(parts)), 1isize)))
+        .map(|(mut k, v)| {
+            k.extend(v);
+            k
+        });
+    cold.concat(merged)
 }
 
 /// The values at `columns`, in that order.

@@ -5,5 +5,6 @@ pub mod aggregate;
 pub mod closing_window;
 pub mod interval_join;
 pub mod join;
+pub mod skew;
 pub mod temporal_join;
 pub mod window;

@@ -43,6 +43,9 @@ pub struct BatchRun {
     pub workers: WorkerConfig,
     /// Called with bytes read, from any worker (a progress bar).
     pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+    /// Counts records per worker at each exchange (`--stats`); `None`
+    /// builds no counting step.
+    pub stats: Option<Arc<crate::stats::Recorder>>,
 }
 
 /// What a batch run produced.
@@ -184,6 +187,7 @@ impl Shared {
         let collected: Vec<Rc<RefCell<super::OutputRows>>> =
             plan.outputs.iter().map(|_| Default::default()).collect();
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
+            let _stats = self.run.stats.clone().map(crate::stats::install);
             let (sessions, outputs) = plan.instantiate(scope);
             for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
                 output

@@ -15,6 +15,7 @@ mod csv;
 mod error;
 pub mod late;
 mod lines;
+pub mod sample;
 pub mod split;
 pub mod topic;
 
