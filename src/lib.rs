@@ -14,9 +14,11 @@
 //!   records on local disk, with retention, compaction and consumer groups;
 //!   rows travel in it encoded as described in [`log::rows`].
 //! - [`ops`]: reusable differential operators the jobs are built from
-//!   (aggregates, relational joins).
-//! - [`source`]: readers turning CSV / JSON lines / text files into typed rows,
-//!   split across workers, with located errors for bad rows.
+//!   (aggregates, relational joins and their skew strategies, event-time
+//!   windows, interval and temporal joins).
+//! - [`source`]: readers turning CSV / JSON lines / text files and log topics
+//!   into typed rows, split across workers, with located errors for bad rows
+//!   and the late-event filter.
 //! - [`sink`]: atomic commit of outputs.
 //! - [`table`]: output tables in one SQLite file — a table per output and
 //!   version, a view on the live one, the exactly-once epoch commit and the
