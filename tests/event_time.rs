@@ -205,7 +205,7 @@ fn produce(w: &World, topic: &Topic, rows: &[String], step: usize) {
 #[test]
 fn event_time_jobs_stream_equals_batch() {
     let w = World::new();
-    let mut rng = Rng(0x5eed_0f_e7e7);
+    let mut rng = Rng(0x005e_ed0f_e7e7);
     let events = events(&mut rng, 700);
     let tiers = ["gold", "silver", "free"];
     let mut users: Vec<String> = (0..5).map(|k| format!("k{k},{}", tiers[k % 3])).collect();

@@ -30,6 +30,7 @@ pub struct AsOfSpec {
 
 /// The temporal join, as a collection method.
 pub trait AsOfJoin<'s> {
+    #[allow(clippy::wrong_self_convention)] // "as of" is SQL's name for the join, not a conversion
     /// Output rows: the event's columns, then the matching version's
     /// `table_rest` columns.
     fn as_of_join(self, table: Rows<'s>, spec: AsOfSpec) -> Rows<'s>;
@@ -70,7 +71,7 @@ impl<'s> AsOfJoin<'s> for Rows<'s> {
             .filter(move |(event, (from, _))| Value::Int(*from) <= event[event_time])
             .reduce(|_event, versions, out| {
                 let (latest, n) = versions.last().expect("reduce gives non-empty groups");
-                out.push((((*latest).1).clone(), *n));
+                out.push((latest.1.clone(), *n));
             });
         let enriched = matched.clone().map(|(mut event, rest)| {
             event.extend(rest);

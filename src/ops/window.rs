@@ -216,6 +216,9 @@ pub(crate) fn windowed_rows(
         .collect()
 }
 
+/// One window of a key: its bounds and its events' value rows.
+type KeyWindow<'a> = (Value, Value, Vec<(&'a Row, isize)>);
+
 /// The sliding or session windows of one key. `events` are the key's
 /// `(time, values)` with multiplicities, sorted (null times first); each
 /// window comes with its events' value rows, consolidated and sorted as
@@ -223,7 +226,7 @@ pub(crate) fn windowed_rows(
 fn per_key_windows<'a>(
     events: &[(&'a (Value, Row), isize)],
     window: WindowSpec,
-) -> Vec<(Value, Value, Vec<(&'a Row, isize)>)> {
+) -> Vec<KeyWindow<'a>> {
     let nulls = events.partition_point(|(e, _)| e.0.is_null());
     let mut out = Vec::new();
     if nulls > 0 {
