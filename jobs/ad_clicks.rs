@@ -72,11 +72,7 @@ impl Job for AdClicks {
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        let bad = |name: &str, reason: String| PlanError::BadParam {
-            name: name.into(),
-            value: params.get(name).into(),
-            reason,
-        };
+        let bad = |name: &str, reason: String| params.bad(name, reason);
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
         let within = parse_duration(params.get("within"), unit).map_err(|e| bad("within", e))?;
         let (key, time) = (params.get("key"), params.get("time"));

@@ -81,11 +81,7 @@ impl Job for Enrich {
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        let bad = |name: &str, reason: String| PlanError::BadParam {
-            name: name.into(),
-            value: params.get(name).into(),
-            reason,
-        };
+        let bad = |name: &str, reason: String| params.bad(name, reason);
         let (events, table) = (&inputs[0], &inputs[1]);
         let kind = match params.get("kind") {
             "inner" => JoinKind::Inner,

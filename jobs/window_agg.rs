@@ -72,11 +72,7 @@ impl Job for WindowAgg {
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        let bad = |name: &str, reason: String| PlanError::BadParam {
-            name: name.into(),
-            value: params.get(name).into(),
-            reason,
-        };
+        let bad = |name: &str, reason: String| params.bad(name, reason);
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
         let window = WindowSpec::parse(params.get("window"), unit).map_err(|e| bad("window", e))?;
         let schema = &inputs[0];

@@ -324,11 +324,7 @@ impl Params {
     /// event-time column at `column` (projected) in `unit`: `None` under the
     /// default policy `correct`.
     pub fn late_rule(&self, column: usize, unit: TimeUnit) -> Result<Option<LateRule>, PlanError> {
-        let bad = |name: &str, reason: String| PlanError::BadParam {
-            name: name.into(),
-            value: self.get(name).into(),
-            reason,
-        };
+        let bad = |name: &str, reason: String| self.bad(name, reason);
         let lateness = parse_duration(self.get("allowed_lateness"), unit)
             .map_err(|e| bad("allowed_lateness", e))?;
         match self.get("late") {
@@ -338,6 +334,15 @@ impl Params {
                 "late",
                 format!("unknown policy {other:?} (correct or drop)"),
             )),
+        }
+    }
+
+    /// A `BadParam` error for parameter `name`, with its value and `reason`.
+    pub fn bad(&self, name: &str, reason: impl Into<String>) -> PlanError {
+        PlanError::BadParam {
+            name: name.into(),
+            value: self.get(name).into(),
+            reason: reason.into(),
         }
     }
 

@@ -147,11 +147,7 @@ impl SkewParams {
     /// Parameters absent from `params` (built in code with
     /// [`Params::from_pairs`]) take their declared defaults.
     pub fn parse(params: &Params, key_width: usize, broadcast: bool) -> Result<Self, PlanError> {
-        let bad = |name: &str, reason: String| PlanError::BadParam {
-            name: name.into(),
-            value: params.get(name).into(),
-            reason,
-        };
+        let bad = |name: &str, reason: String| params.bad(name, reason);
         let defaults = param_specs(true);
         let get = |name: &str| -> &str {
             match params.get(name) {
