@@ -8,6 +8,7 @@ mod event_time_props;
 mod log_cli;
 mod log_crash;
 mod nexmark;
+mod ownership;
 mod properties;
 mod reprocess;
 mod stream;

@@ -353,7 +353,12 @@ fn readers_see_whole_versions_across_the_swap() {
         let (db, stop) = (db.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut seen = std::collections::BTreeSet::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // Polls until told to stop and v2 was seen (bounded): the swap is
+            // observed however the threads are scheduled.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !(stop.load(std::sync::atomic::Ordering::Relaxed) && seen.contains(&2))
+                && Instant::now() < deadline
+            {
                 if let Some((counted, applied, version)) = snapshot(&db) {
                     assert_eq!(
                         counted, applied,
@@ -396,7 +401,6 @@ fn readers_see_whole_versions_across_the_swap() {
         std::thread::sleep(Duration::from_millis(20));
     }
     w.ok(&[&["stream"][..], &v2, &["--until-caught-up"]].concat());
-    std::thread::sleep(Duration::from_millis(50));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let seen = reader.join().unwrap();
     assert!(

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use kappa::schema::OutputSchema;
 use kappa::table::{
-    DeploymentState, EpochStats, NewDeployment, PartitionLag, TableStore, TableVersion,
+    DeploymentState, EpochStats, InputOffset, NewDeployment, PartitionLag, TableStore, TableVersion,
 };
 use kappa::value::{Row, Value};
 
@@ -89,15 +89,22 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
         pv(Value::str("about, us"), 1),
         pv(Value::Null, 2),
     ];
-    let offsets = [("events".to_string(), "clicks".to_string(), 0, 6)];
+    let offsets = [InputOffset {
+        input: "events".into(),
+        topic: "clicks".into(),
+        partition: 0,
+        next: 6,
+        last: None,
+    }];
     let stats = EpochStats {
         records: 6,
         epoch_ms: 4,
         records_per_sec: 1500.0,
         ..EpochStats::default()
     };
+    let lease = store.take_over(v1.id, "test").unwrap();
     store
-        .commit_epoch(v1.id, &[rows], &offsets, &stats)
+        .commit_epoch(&lease, &[rows], &offsets, &stats)
         .unwrap();
     let pairs = store
         .create_deployment(&deployment(
@@ -107,7 +114,8 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
         ))
         .unwrap();
     let bag = vec![(vec![Value::Int(1), Value::str("x")], 2)];
-    store.commit_epoch(pairs.id, &[bag], &[], &stats).unwrap();
+    let lease = store.take_over(pairs.id, "test").unwrap();
+    store.commit_epoch(&lease, &[bag], &[], &stats).unwrap();
     let v2 = store
         .create_deployment(&deployment(
             vec![pageviews()],
@@ -116,8 +124,9 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
         ))
         .unwrap();
     assert_eq!(v2.version, TableVersion(2));
+    let lease = store.take_over(v2.id, "test").unwrap();
     store
-        .commit_epoch(v2.id, &[vec![pv(Value::str("home"), 2)]], &[], &stats)
+        .commit_epoch(&lease, &[vec![pv(Value::str("home"), 2)]], &[], &stats)
         .unwrap();
     let lag = |partition, lag| PartitionLag {
         topic: "clicks".into(),
@@ -130,7 +139,7 @@ fn fixture() -> (tempfile::TempDir, PathBuf) {
         lag: vec![lag(0, 600), lag(1, 400)],
         ..EpochStats::default()
     };
-    store.set_progress(v2.id, &progress).unwrap();
+    store.set_progress(&lease, &progress).unwrap();
     (dir, db)
 }
 

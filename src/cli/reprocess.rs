@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use super::stream::{JobOnLogArgs, LogDirArg, StoreArgs, StreamOptions, plan_job, plan_on_log};
 use crate::log::Log;
 use crate::runner::stream::CatchUp;
-use crate::table::{Deployment, DeploymentState, TableStore};
+use crate::table::{Deployment, DeploymentLock, DeploymentState, TableStore};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SwapMode {
@@ -96,9 +96,16 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
             d.version.0
         ),
     };
+    let lock = DeploymentLock::acquire(store.path(), &deployment)?;
     drop(store);
     let catch_up = args.swap.catch_up(options);
-    planned.run(options, &args.job.store, deployment.id, Some(catch_up))
+    planned.run(
+        options,
+        &args.job.store,
+        lock,
+        deployment.id,
+        Some(catch_up),
+    )
 }
 
 /// Refuses to replay a plain topic whose start was deleted, unless asked.
@@ -177,6 +184,7 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     }
     let mut planned = plan_job(&previous.job, &previous.params, &previous.inputs, &log)?;
     planned.name_outputs_as(&previous);
+    let lock = DeploymentLock::acquire(store.path(), &previous)?;
     store
         .reopen(previous.id)
         .with_context(|| format!("cannot reopen {}", previous.version))?;
@@ -186,7 +194,7 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     );
     drop(store);
     let catch_up = args.swap.catch_up(&args.options);
-    planned.run(&args.options, &paths, previous.id, Some(catch_up))
+    planned.run(&args.options, &paths, lock, previous.id, Some(catch_up))
 }
 
 /// The retired version of `output` that was live most recently (the one the

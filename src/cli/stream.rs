@@ -15,7 +15,9 @@ use crate::job::{Job, Params, Plan};
 use crate::log::Log;
 use crate::runner::stream::{CatchUp, EpochConfig, StreamRun};
 use crate::source::topic::TopicInput;
-use crate::table::{Deployment, DeploymentState, NewDeployment, TableStore};
+use crate::table::{
+    Deployment, DeploymentLock, DeploymentState, NewDeployment, TableError, TableStore,
+};
 
 /// The log directory flag (shared by every command that reads the log).
 #[derive(Debug, Args)]
@@ -226,6 +228,7 @@ impl Planned {
         self,
         args: &StreamOptions,
         store: &StoreArgs,
+        lock: DeploymentLock,
         deployment: i64,
         catch_up: Option<CatchUp>,
     ) -> anyhow::Result<()> {
@@ -240,6 +243,7 @@ impl Planned {
             log_dir: store.log.log_dir.clone(),
             table_db: store.table_db.clone(),
             deployment,
+            lock,
             workers: args.workers.config()?,
             options: args.on_bad_row.read_options(args.null.clone()),
             epochs: EpochConfig {
@@ -273,31 +277,65 @@ pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
     let (log, mut store) = args.store.open()?;
     let planned = plan_on_log(&args, &log)?;
     let outputs = planned.output_names();
-    let deployment = match store.live_for_job(planned.job.spec().name, &outputs)? {
-        Some(d) if planned.matches(&d) => {
-            eprintln!(
-                "kappa stream: resuming {} {} from its committed offsets",
-                outputs.join(","),
-                d.version
-            );
-            d
-        }
+    let (deployment, created) = live_or_create(&mut store, &planned)?;
+    let lock = DeploymentLock::acquire(store.path(), &deployment)?;
+    if created {
+        eprintln!(
+            "kappa stream: created {} {}",
+            outputs.join(","),
+            deployment.version
+        );
+    } else {
+        eprintln!(
+            "kappa stream: resuming {} {} from its committed offsets",
+            outputs.join(","),
+            deployment.version
+        );
+    }
+    drop(store);
+    planned.run(&args.options, &args.store, lock, deployment.id, None)
+}
+
+/// The live deployment this job resumes, or a new live one (and whether it
+/// was created). Two processes starting at once may both find none: the
+/// second's creation is refused, and it resumes the first's deployment
+/// (whose lock then tells it that another process drives it).
+fn live_or_create(store: &mut TableStore, planned: &Planned) -> anyhow::Result<(Deployment, bool)> {
+    let outputs = planned.output_names();
+    let live = store.live_for_job(planned.job.spec().name, &outputs)?;
+    match live {
+        Some(d) if planned.matches(&d) => Ok((d, false)),
         Some(d) => bail!(
-            "{} {} was built by {} v{} with params {:?} on inputs {:?}; to change the job, its parameters or inputs, \
+            "{} {} was built by {} v{} with {} on {}; to change the job, its parameters or inputs, \
              use `kappa reprocess` (it builds the next version beside the live one)",
             outputs.join(","),
             d.version,
             d.job,
             d.job_version,
-            d.params,
-            d.inputs
+            describe_pairs("params", &d.params),
+            describe_pairs("inputs", &d.inputs),
         ),
-        None => {
-            let d = store.create_deployment(&planned.new_deployment(DeploymentState::Live))?;
-            eprintln!("kappa stream: created {} {}", outputs.join(","), d.version);
-            d
-        }
-    };
-    drop(store);
-    planned.run(&args.options, &args.store, deployment.id, None)
+        None => match store.create_deployment(&planned.new_deployment(DeploymentState::Live)) {
+            Ok(d) => Ok((d, true)),
+            Err(TableError::LiveConflict { .. }) => {
+                match store.live_for_job(planned.job.spec().name, &outputs)? {
+                    Some(d) if planned.matches(&d) => Ok((d, false)),
+                    _ => bail!(
+                        "{} got a live deployment from another process while this one started; run again",
+                        outputs.join(",")
+                    ),
+                }
+            }
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
+/// `params key=status, agg=count` (or `no params`), for messages.
+pub fn describe_pairs(what: &str, pairs: &[(String, String)]) -> String {
+    if pairs.is_empty() {
+        return format!("no {what}");
+    }
+    let pairs: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{what} {}", pairs.join(", "))
 }

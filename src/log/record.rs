@@ -85,6 +85,15 @@ impl Record {
             event_ts: self.event_ts,
         }
     }
+
+    /// The CRC-32C its frame carries (over offset, append time, key, value
+    /// and event time): tells this record from another one later written at
+    /// the same offset, since the append time differs.
+    pub fn fingerprint(&self) -> u32 {
+        let mut frame = Vec::with_capacity(self.as_in().encoded_len());
+        encode(&self.as_in(), self.offset, self.append_ts, &mut frame);
+        u32::from_le_bytes(frame[4..8].try_into().expect("a frame has a crc"))
+    }
 }
 
 /// Appends the frame for `rec` at `offset` to `out`.

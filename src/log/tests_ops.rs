@@ -18,9 +18,10 @@ fn single_writer_lock_and_concurrent_readers() {
     let err = f.log.writer("t").err().unwrap();
     assert!(matches!(err, LogError::Locked { .. }), "{err}");
     assert!(matches!(f.log.retain("t", 0), Err(LogError::Locked { .. })));
-    let log = f.log.clone();
+    // Opened before the appends start, so `Latest` is offset 0 whatever the
+    // thread scheduling.
+    let mut r = f.log.reader("t", 0, Start::Latest).unwrap();
     let tail = std::thread::spawn(move || {
-        let mut r = log.reader("t", 0, Start::Latest).unwrap();
         let mut got = Vec::new();
         while got.len() < 200 {
             if r.wait_for(Duration::from_secs(10)).unwrap() {
@@ -31,7 +32,6 @@ fn single_writer_lock_and_concurrent_readers() {
         }
         got
     });
-    std::thread::sleep(Duration::from_millis(30));
     for i in 0..200u64 {
         w.append(&[RecordIn::new(None, &val(i))]).unwrap();
         if i % 50 == 0 {

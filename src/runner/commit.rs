@@ -19,14 +19,16 @@ use differential_dataflow::consolidation::consolidate;
 
 use crate::job::Time;
 use crate::log::Log;
-use crate::table::{DeploymentState, EpochStats, PartitionLag, TableError, TableStore};
+use crate::table::{
+    DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, TableError, TableStore,
+};
 use crate::value::Row;
 
 /// What the workers record about one epoch before inserting its rows.
 #[derive(Debug, Default)]
 pub struct EpochLog {
-    /// `(input, topic, partition, next offset)` for partitions read in the epoch.
-    pub offsets: Vec<(String, String, u32, u64)>,
+    /// Where each partition read in the epoch stands at its end.
+    pub offsets: Vec<InputOffset>,
     pub records: u64,
     /// `(input, partition, late events dropped in total)` for partitions
     /// read in the epoch, under the `drop` late-event policy.
@@ -63,7 +65,8 @@ pub struct Committer {
     /// Last time the deployment's state was checked while idle.
     pub last_state_check: Instant,
     pub store: TableStore,
-    pub deployment: i64,
+    /// This process's ownership of the deployment (checked by every write).
+    pub lease: Lease,
     pub log: Log,
     /// Per partition `(topic, partition)`, the committed next offset (for lag).
     pub positions: BTreeMap<(String, u32), u64>,
@@ -133,7 +136,8 @@ impl Committer {
 
     /// Between epochs: a building version checks whether it has caught up
     /// (and swaps in); every version notices, even when idle, that it was
-    /// retired by a swap elsewhere (`commit_epoch` would refuse its next epoch).
+    /// retired by a swap elsewhere or taken over by another process
+    /// (`commit_epoch` would refuse its next epoch).
     fn after_epoch(&mut self) -> Result<(), TableError> {
         // A building version checks every epoch (it must not miss the moment
         // it catches up); a live one a few times a second.
@@ -141,10 +145,11 @@ impl Committer {
             return Ok(());
         }
         self.last_state_check = Instant::now();
-        let state = self.store.deployment(self.deployment)?.state;
+        self.store.check_lease(&self.lease)?;
+        let state = self.store.deployment(self.lease.deployment)?.state;
         if !state.accepts_epochs() {
             return Err(TableError::StateConflict {
-                id: self.deployment,
+                id: self.lease.deployment,
                 state,
                 action: "apply epochs",
             });
@@ -168,19 +173,32 @@ impl Committer {
             return Ok(());
         }
         self.caught_up = true;
-        let d = self.store.deployment(self.deployment)?;
+        let d = self.store.deployment(self.lease.deployment)?;
         if d.caught_up_at.is_none() {
-            self.store.mark_caught_up(self.deployment)?;
+            self.store.mark_caught_up(&self.lease)?;
             eprintln!("kappa: {} caught up (lag {lag})", d.version);
         }
         if catch_up.swap {
-            let retired = self.store.swap(self.deployment)?;
+            let retired = self.store.swap_owned(&self.lease)?;
             let outputs: Vec<String> = d.outputs.iter().map(|o| o.name.clone()).collect();
             let dropped = self.store.retire_old(&outputs, catch_up.keep)?;
+            let versions = |ids: &[i64]| -> Result<String, TableError> {
+                let mut names = Vec::new();
+                for &id in ids {
+                    names.push(self.store.deployment(id)?.version.to_string());
+                }
+                Ok(if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                })
+            };
             eprintln!(
-                "kappa: swapped {} to {} (retired deployments {retired:?}, dropped {dropped:?}); streaming on as the live version",
+                "kappa: swapped {} to {} (retired: {}; dropped: {}); streaming on as the live version",
                 outputs.join(","),
-                d.version
+                d.version,
+                versions(&retired)?,
+                versions(&dropped)?
             );
             self.catch_up = None;
         }
@@ -203,8 +221,9 @@ impl Committer {
         for ((i, row), diff) in changes {
             per_output[i].push((row, diff));
         }
-        for (_, topic, partition, next) in &log.offsets {
-            self.positions.insert((topic.clone(), *partition), *next);
+        for o in &log.offsets {
+            self.positions
+                .insert((o.topic.clone(), o.partition), o.next);
         }
         for (input, partition, dropped) in &log.late {
             self.late.insert((input.clone(), *partition), *dropped);
@@ -231,7 +250,7 @@ impl Committer {
             late_dropped,
         };
         self.store
-            .commit_epoch(self.deployment, &per_output, &log.offsets, &stats)?;
+            .commit_epoch(&self.lease, &per_output, &log.offsets, &stats)?;
         if !self.quiet && now.duration_since(self.last_report) >= Duration::from_secs(5) {
             self.report(epoch, &stats);
             self.last_report = now;

@@ -122,6 +122,22 @@ pub enum RunError {
     /// The log does not hold what a replay needs (retention deleted it).
     #[error("cannot replay: {0}")]
     Replay(String),
+    /// The log no longer holds what the deployment applied: it ends before
+    /// the committed offset, or the record there is not the one applied (a
+    /// torn tail cut off and the offset reused, a restored older copy).
+    #[error(
+        "topic {topic} partition {partition}: the log lost data that {deployment} applied: {detail} \
+         (committed offset {committed}, log end {log_end}); refusing to resume on a log that rewrote \
+         history: restore the log, or rebuild from what it holds with `kappa reprocess`"
+    )]
+    LogRewritten {
+        deployment: String,
+        topic: String,
+        partition: u32,
+        committed: u64,
+        log_end: u64,
+        detail: String,
+    },
     /// A configuration this runner cannot run (yet).
     #[error("unsupported: {0}")]
     Unsupported(String),

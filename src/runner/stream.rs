@@ -36,7 +36,7 @@ use crate::job::{Plan, Time};
 use crate::log::{Log, Start};
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions, SourceError};
-use crate::table::TableStore;
+use crate::table::{DeploymentLock, InputOffset, Lease, TableStore, this_process};
 use crate::value::Row;
 
 /// How much larger than `max_records` an epoch may grow while far behind.
@@ -69,6 +69,9 @@ pub struct StreamRun {
     pub log_dir: std::path::PathBuf,
     pub table_db: std::path::PathBuf,
     pub deployment: i64,
+    /// The deployment's lock, held for the whole run: only its holder may
+    /// take the deployment over.
+    pub lock: DeploymentLock,
     pub workers: WorkerConfig,
     pub options: ReadOptions,
     pub epochs: EpochConfig,
@@ -97,6 +100,12 @@ struct Shared {
     assignments: Vec<(usize, u32)>,
     /// Committed next offset per `(input index, partition)`.
     resume: BTreeMap<(usize, u32), u64>,
+    /// The last applied record per `(input index, partition)`, when known.
+    applied: BTreeMap<(usize, u32), (u64, u32)>,
+    /// This process's ownership of the deployment.
+    lease: Lease,
+    /// How errors name the deployment (`sessions v2`).
+    name: String,
     logs: EpochLogs,
     failure: Mutex<Option<RunError>>,
     bad_rows: AtomicU64,
@@ -112,18 +121,26 @@ impl StreamRun {
     /// Runs until stopped, caught up (if asked) or failed.
     pub fn run(self) -> Result<StreamResult, RunError> {
         let config = self.workers.timely_config()?;
-        let store = TableStore::open(&self.table_db)?;
-        let committed = store.offsets(self.deployment)?;
+        let mut store = TableStore::open(&self.table_db)?;
+        // Take the deployment over before reading where it stands: no commit
+        // of an earlier owner can land after this.
+        let lease = store.take_over(self.deployment, &this_process())?;
+        let d = store.deployment(self.deployment)?;
+        let name = format!("{} {}", d.output_names().join(","), d.version);
+        let committed = store.input_offsets(self.deployment)?;
         let mut resume = BTreeMap::new();
+        let mut applied = BTreeMap::new();
         let mut assignments = Vec::new();
         for (i, input) in self.inputs.iter().enumerate() {
             for p in 0..input.partitions {
                 assignments.push((i, p));
                 let at = committed
-                    .get(&(input.schema.name.clone(), p))
-                    .copied()
-                    .unwrap_or(0);
-                resume.insert((i, p), at);
+                    .iter()
+                    .find(|o| o.input == input.schema.name && o.partition == p);
+                resume.insert((i, p), at.map_or(0, |o| o.next));
+                if let Some(last) = at.and_then(|o| o.last) {
+                    applied.insert((i, p), last);
+                }
             }
         }
         drop(store);
@@ -132,6 +149,9 @@ impl StreamRun {
             run: self,
             assignments,
             resume,
+            applied,
+            lease,
+            name,
             logs: Mutex::new(BTreeMap::new()),
             failure: Mutex::new(None),
             bad_rows: AtomicU64::new(0),
@@ -260,6 +280,9 @@ impl Shared {
         for (combiner, session) in combiners.iter_mut().zip(sessions.iter_mut()) {
             combiner.flush(session);
         }
+        for (input, part) in &parts {
+            self.check_replayed(*input, part)?;
+        }
         self.announce_watermarks(&parts, &mut watermarks, index);
         // Bad rows are counted as they are met, so each commit reports the
         // total among the records it covers (a replay meets them again).
@@ -368,14 +391,12 @@ impl Shared {
         }
         let offsets = parts
             .iter()
-            .map(|(input, part)| {
-                let name = self.run.inputs[*input].schema.name.clone();
-                (
-                    name,
-                    self.run.inputs[*input].topic.clone(),
-                    part.partition(),
-                    part.position(),
-                )
+            .map(|(input, part)| InputOffset {
+                input: self.run.inputs[*input].schema.name.clone(),
+                topic: self.run.inputs[*input].topic.clone(),
+                partition: part.partition(),
+                next: part.position(),
+                last: part.last_consumed(),
             })
             .collect();
         let late: Vec<_> = parts
@@ -427,6 +448,48 @@ impl Shared {
         }
     }
 
+    /// After the replay of epoch 0: the partition must still hold what the
+    /// deployment applied, up to the committed offset, and the last applied
+    /// record must be the very one it applied (Kafka's leader-epoch check,
+    /// with the record's checksum as the epoch).
+    fn check_replayed(&self, input: usize, part: &PartitionSource) -> Result<(), RunError> {
+        let committed = self.resume[&(input, part.partition())];
+        let topic = &self.run.inputs[input];
+        let lost = |log_end: u64, detail: String| RunError::LogRewritten {
+            deployment: self.name.clone(),
+            topic: topic.topic.clone(),
+            partition: part.partition(),
+            committed,
+            log_end,
+            detail,
+        };
+        if part.position() < committed {
+            return Err(lost(
+                part.position(),
+                format!(
+                    "the partition ends at offset {}, before the offsets the deployment applied",
+                    part.position()
+                ),
+            ));
+        }
+        let Some(&(offset, crc)) = self.applied.get(&(input, part.partition())) else {
+            return Ok(());
+        };
+        let now = part.last_consumed();
+        // Compaction may since have removed the last applied record.
+        let compacted_away = topic.compacted && now.is_none_or(|(at, _)| at < offset);
+        if now == Some((offset, crc)) || compacted_away {
+            return Ok(());
+        }
+        let detail = match now {
+            Some((at, _)) if at == offset => format!(
+                "the record at offset {offset} is not the one that was applied (its checksum differs)"
+            ),
+            _ => format!("the record at offset {offset}, the last one applied, is not in the log"),
+        };
+        Err(lost(part.position(), detail))
+    }
+
     /// Opens this worker's partitions at their earliest retained offsets.
     fn open_partitions(
         &self,
@@ -473,7 +536,7 @@ impl Shared {
             catch_up: self.run.catch_up.clone(),
             last_state_check: now,
             store,
-            deployment: self.run.deployment,
+            lease: self.lease,
             log: log.clone(),
             positions,
             next: 0,

@@ -75,6 +75,8 @@ pub struct PartitionSource {
     current: HashMap<Vec<u8>, Row>,
     /// Event topics under the `drop` late-event policy.
     late: Option<LateFilter>,
+    /// The last record consumed (its fingerprint is taken only when asked).
+    last: Option<Record>,
 }
 
 impl PartitionSource {
@@ -108,7 +110,13 @@ impl PartitionSource {
             reader,
             pending: VecDeque::new(),
             current: HashMap::new(),
+            last: None,
         })
+    }
+
+    /// The offset and fingerprint of the last record consumed.
+    pub fn last_consumed(&self) -> Option<(u64, u32)> {
+        self.last.as_ref().map(|r| (r.offset, r.fingerprint()))
     }
 
     pub fn partition(&self) -> u32 {
@@ -183,6 +191,7 @@ impl PartitionSource {
                     BadRowPolicy::Skip => bad.record(at, problem),
                 }
             }
+            self.last = Some(record);
         }
         Ok(consumed)
     }

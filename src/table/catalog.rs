@@ -18,6 +18,8 @@ use rusqlite::{Connection, OptionalExtension, Row as SqlRow, params};
 use super::deployment::{
     Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
 };
+use super::epoch::InputOffset;
+use super::owner::{Lease, require_lease};
 use super::{TableError, TableStore, ident, now_ms, swap};
 
 /// The columns `read_deployment` expects, in order.
@@ -156,11 +158,35 @@ impl TableStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Where the deployment stands on each input partition, with the last
+    /// applied record of each (what a resuming owner checks the log against).
+    pub fn input_offsets(&self, id: i64) -> Result<Vec<InputOffset>, TableError> {
+        state_in(&self.conn, id)?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT input, topic, partition, next_offset, last_offset, last_crc FROM kappa_offsets \
+             WHERE deployment = ?1 ORDER BY input, partition",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            let last_offset: Option<u64> = r.get(4)?;
+            let last_crc: Option<u32> = r.get(5)?;
+            Ok(InputOffset {
+                input: r.get(0)?,
+                topic: r.get(1)?,
+                partition: r.get(2)?,
+                next: r.get(3)?,
+                last: last_offset.zip(last_crc),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Records progress (lag, rate, bad rows) without changes, e.g. while
     /// the log is idle or a replay epoch is still open.
-    pub fn set_progress(&mut self, id: i64, stats: &EpochStats) -> Result<(), TableError> {
+    pub fn set_progress(&mut self, lease: &Lease, stats: &EpochStats) -> Result<(), TableError> {
+        let id = lease.deployment;
         let tx = self.write_txn()?;
         require_accepting(&tx, id, "report progress")?;
+        require_lease(&tx, lease)?;
         write_stats(&tx, id, stats, false)?;
         tx.commit()?;
         Ok(())
@@ -168,9 +194,11 @@ impl TableStore {
 
     /// Records that the deployment has caught up with the log (now). The
     /// runner calls it when the lag first falls to its threshold.
-    pub fn mark_caught_up(&mut self, id: i64) -> Result<(), TableError> {
+    pub fn mark_caught_up(&mut self, lease: &Lease) -> Result<(), TableError> {
+        let id = lease.deployment;
         let tx = self.write_txn()?;
         require_accepting(&tx, id, "be marked caught up")?;
+        require_lease(&tx, lease)?;
         tx.execute(
             "UPDATE kappa_deployments SET caught_up_at = ?2 WHERE id = ?1",
             params![id, now_ms()],

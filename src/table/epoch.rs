@@ -11,7 +11,10 @@
 //!   most once, with a non-zero diff;
 //! - they continue what was committed: a retraction never takes a row's
 //!   count below zero (else `RetractMissing`, and nothing is written);
-//! - offsets never go back (else `OffsetRegression`).
+//! - offsets never go back (else `OffsetRegression`);
+//! - the caller still owns the deployment (its [`Lease`] is current, else
+//!   `Fenced`): checked in the same transaction, so a process that another
+//!   took over can never commit under the new owner's offsets.
 //!
 //! How a change is applied, with each distinct row stored once and its
 //! multiplicity in `kappa_n` (retractions first, so a row's count never
@@ -35,7 +38,22 @@ use crate::value::Row;
 use super::catalog::{deployment_in, require_accepting, write_stats};
 use super::deployment::EpochStats;
 use super::ident::{quote, table_name};
+use super::owner::{Lease, require_lease};
 use super::{TableError, TableStore};
+
+/// Where a deployment stands on one input partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputOffset {
+    pub input: String,
+    pub topic: String,
+    pub partition: u32,
+    /// The next offset to read: everything below it is applied.
+    pub next: u64,
+    /// The last applied record: its offset and its checksum
+    /// ([`crate::log::Record::fingerprint`]). On resume the log must still
+    /// hold that very record, or it lost or rewrote what was applied.
+    pub last: Option<(u64, u32)>,
+}
 
 /// The statements that apply changes to one version table. Parameters
 /// `?1..?n` are the row's values, `?{n+1}` the count.
@@ -81,20 +99,21 @@ impl TableSql {
 impl TableStore {
     /// The exactly-once commit (see the module docs): in one transaction,
     /// applies `changes` (one list per output, in the deployment's output
-    /// order: rows with their diffs, consolidated), sets the offsets
-    /// (`(input, topic, partition, next offset to read)`), and stores the
-    /// progress figures.
+    /// order: rows with their diffs, consolidated), sets the offsets, and
+    /// stores the progress figures.
     ///
     /// Fails with `StateConflict`, writing nothing, when the deployment is
     /// `retired` or `dropped`: a stream process that was swapped out learns
-    /// it here and should stop. On any error nothing is written.
+    /// it here and should stop; with `Fenced` when another process took the
+    /// deployment over. On any error nothing is written.
     pub fn commit_epoch(
         &mut self,
-        id: i64,
+        lease: &Lease,
         changes: &[Vec<(Row, isize)>],
-        offsets: &[(String, String, u32, u64)],
+        offsets: &[InputOffset],
         stats: &EpochStats,
     ) -> Result<(), TableError> {
+        let id = lease.deployment;
         let writers = self.writers_for(id)?;
         if changes.len() != writers.len() {
             return Err(TableError::OutputCount {
@@ -105,6 +124,7 @@ impl TableStore {
         }
         let tx = self.write_txn()?;
         require_accepting(&tx, id, "commit an epoch")?;
+        require_lease(&tx, lease)?;
         for (sql, rows) in writers.iter().zip(changes) {
             apply(&tx, sql, rows)?;
         }
@@ -184,32 +204,43 @@ fn run(
 pub(super) fn write_offsets(
     conn: &Connection,
     id: i64,
-    offsets: &[(String, String, u32, u64)],
+    offsets: &[InputOffset],
 ) -> Result<(), TableError> {
     let mut current = conn.prepare_cached(
         "SELECT next_offset FROM kappa_offsets WHERE deployment = ?1 AND input = ?2 AND partition = ?3",
     )?;
     let mut upsert = conn.prepare_cached(
-        "INSERT INTO kappa_offsets (deployment, input, topic, partition, next_offset) \
-         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (deployment, input, partition) \
-         DO UPDATE SET topic = excluded.topic, next_offset = excluded.next_offset",
+        "INSERT INTO kappa_offsets (deployment, input, topic, partition, next_offset, last_offset, last_crc) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (deployment, input, partition) \
+         DO UPDATE SET topic = excluded.topic, next_offset = excluded.next_offset, \
+         last_offset = coalesce(excluded.last_offset, last_offset), \
+         last_crc = coalesce(excluded.last_crc, last_crc)",
     )?;
-    for (input, topic, partition, next) in offsets {
-        let mut rows = current.query(params![id, input, partition])?;
+    for o in offsets {
+        let mut rows = current.query(params![id, o.input, o.partition])?;
         if let Some(r) = rows.next()? {
             let committed: u64 = r.get(0)?;
-            if *next < committed {
+            if o.next < committed {
                 return Err(TableError::OffsetRegression {
                     id,
-                    input: input.clone(),
-                    partition: *partition,
+                    input: o.input.clone(),
+                    partition: o.partition,
                     committed,
-                    given: *next,
+                    given: o.next,
                 });
             }
         }
         drop(rows);
-        upsert.execute(params![id, input, topic, partition, next])?;
+        let (last_offset, last_crc) = o.last.unzip();
+        upsert.execute(params![
+            id,
+            o.input,
+            o.topic,
+            o.partition,
+            o.next,
+            last_offset,
+            last_crc
+        ])?;
     }
     Ok(())
 }

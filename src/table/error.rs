@@ -7,7 +7,7 @@
 //! - *invalid name* (`InvalidName`) and *invalid request* (`InvalidDeployment`,
 //!   `Arity`, `OutputCount`): the request is malformed and nothing was written;
 //! - *state conflict* (`StateConflict`, `LiveConflict`, `OffsetRegression`,
-//!   `RetractMissing`): the request is well formed but contradicts what the
+//!   `RetractMissing`, and the ownership conflicts `Owned` and `Fenced`): the request is well formed but contradicts what the
 //!   store holds (a retired deployment's commit, a retraction of a row that is
 //!   not there); the transaction was rolled back, so the store is as it was.
 //!   A stream process that gets `StateConflict` from `commit_epoch` has been
@@ -64,6 +64,21 @@ pub enum TableError {
         state: DeploymentState,
         action: &'static str,
     },
+
+    /// Another live process holds the deployment's lock.
+    #[error(
+        "{deployment} is already driven by another process ({holder}); \
+         stop that process first (a killed process releases it at once)"
+    )]
+    Owned { deployment: String, holder: String },
+
+    /// Another process took the deployment over since this one did: this
+    /// process's write was refused, and it must stop without writing.
+    #[error(
+        "{deployment} was taken over by another process ({owner}); \
+         this process stops without writing anything more"
+    )]
+    Fenced { deployment: String, owner: String },
 
     /// A second live deployment for an output was requested.
     #[error(
@@ -136,6 +151,8 @@ impl TableError {
             self,
             TableError::StateConflict { .. }
                 | TableError::LiveConflict { .. }
+                | TableError::Owned { .. }
+                | TableError::Fenced { .. }
                 | TableError::OffsetRegression { .. }
                 | TableError::RetractMissing { .. }
         )

@@ -22,10 +22,10 @@
 //! # Catalog (tables prefixed `kappa_`; times are unix ms)
 //! | table | columns | what |
 //! |---|---|---|
-//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 1 |
-//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy) | one row per deployment, kept after a drop |
+//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 3 (older catalogs are migrated on open) |
+//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host) | one row per deployment, kept after a drop |
 //! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
-//! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables |
+//! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`, `last_offset`, `last_crc`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables; the last applied record's offset and checksum, so a log that lost or rewrote it is noticed on resume |
 //!
 //! # Output tables and views
 //! - `OUTPUT__vN` has the output's columns, without declared types (SQLite
@@ -46,8 +46,18 @@
 //! deployment ever had for any of those output names, so numbers are never
 //! reused, even after a drop. See [`deployment`] for the lifecycle.
 //!
+//! # One owner per deployment
+//! A process that drives a deployment (stream, reprocess, rollback) holds
+//! its [`DeploymentLock`] for its whole life and takes the deployment over
+//! with [`TableStore::take_over`], which bumps its `generation`. Every
+//! write the owner makes (epochs, progress, its own swap) checks, in the
+//! same transaction, that the generation is still its own: a process that
+//! was taken over is fenced off (`TableError::Fenced`) and writes nothing,
+//! even where the OS lock cannot reach (another host, a removed lock file).
+//!
 //! Files: [`ident`] (names), [`deployment`] (the model), `catalog.rs`
-//! (creating and reading deployments), `epoch.rs` (the exactly-once commit),
+//! (creating and reading deployments), `owner.rs` (the lock and the lease),
+//! `epoch.rs` (the exactly-once commit),
 //! `swap.rs` (views, swap, drop), `rows.rs` (values in and out of SQLite).
 
 mod catalog;
@@ -55,6 +65,7 @@ pub mod deployment;
 mod epoch;
 mod error;
 pub mod ident;
+mod owner;
 mod rows;
 mod swap;
 
@@ -75,7 +86,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 pub use deployment::{
     Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
 };
+pub use epoch::InputOffset;
 pub use error::TableError;
+pub use owner::{DeploymentLock, Lease, this_process};
 pub use rows::TablePage;
 
 /// The default store path, relative to the working directory.
@@ -87,14 +100,14 @@ pub const DEFAULT_PATH: &str = "kappa-data/tables.db";
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "2";
+const SCHEMA_VERSION: &str = "3";
 
 const CATALOG: &str = "
 CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '2');
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '3');
 CREATE TABLE IF NOT EXISTS kappa_deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
@@ -115,7 +128,9 @@ CREATE TABLE IF NOT EXISTS kappa_deployments (
     records_per_sec REAL,
     lag TEXT NOT NULL DEFAULT '[]',
     note TEXT,
-    late TEXT NOT NULL DEFAULT '[]'
+    late TEXT NOT NULL DEFAULT '[]',
+    generation INTEGER NOT NULL DEFAULT 0,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS kappa_outputs (
     output TEXT NOT NULL COLLATE NOCASE,
@@ -131,6 +146,8 @@ CREATE TABLE IF NOT EXISTS kappa_offsets (
     topic TEXT NOT NULL,
     partition INTEGER NOT NULL,
     next_offset INTEGER NOT NULL,
+    last_offset INTEGER,
+    last_crc INTEGER,
     PRIMARY KEY (deployment, input, partition)
 );
 ";
@@ -138,6 +155,14 @@ CREATE TABLE IF NOT EXISTS kappa_offsets (
 const MIGRATE_1_TO_2: &str = "
 ALTER TABLE kappa_deployments ADD COLUMN late TEXT NOT NULL DEFAULT '[]';
 UPDATE kappa_meta SET value = '2' WHERE key = 'schema_version';
+";
+
+const MIGRATE_2_TO_3: &str = "
+ALTER TABLE kappa_deployments ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kappa_deployments ADD COLUMN owner TEXT;
+ALTER TABLE kappa_offsets ADD COLUMN last_offset INTEGER;
+ALTER TABLE kappa_offsets ADD COLUMN last_crc INTEGER;
+UPDATE kappa_meta SET value = '3' WHERE key = 'schema_version';
 ";
 
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
@@ -225,11 +250,14 @@ impl TableStore {
             tx.execute_batch(CATALOG)?;
             tx.commit()?;
         }
-        if self.schema_version()?.as_deref() == Some("1") {
-            // Version 2 added the late-event counts.
-            let tx = self.write_txn()?;
-            tx.execute_batch(MIGRATE_1_TO_2)?;
-            tx.commit()?;
+        // Version 2 added the late-event counts; version 3 the owner's
+        // generation (fencing) and the last applied record of each partition.
+        for (from, migration) in [("1", MIGRATE_1_TO_2), ("2", MIGRATE_2_TO_3)] {
+            if self.schema_version()?.as_deref() == Some(from) {
+                let tx = self.write_txn()?;
+                tx.execute_batch(migration)?;
+                tx.commit()?;
+            }
         }
         match self.schema_version()? {
             Some(v) if v == SCHEMA_VERSION => Ok(()),

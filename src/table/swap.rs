@@ -25,6 +25,7 @@ use crate::schema::OutputSchema;
 use super::catalog::{deployment_in, live_owner, set_state, state_in};
 use super::deployment::{DeploymentState, is_bag};
 use super::ident::quote;
+use super::owner::{Lease, require_lease};
 use super::{TableError, TableStore, now_ms};
 
 impl TableStore {
@@ -35,7 +36,21 @@ impl TableStore {
     /// after a reprocess) and from `retired` (a rollback); a dropped
     /// deployment cannot be swapped in.
     pub fn swap(&mut self, id: i64) -> Result<Vec<i64>, TableError> {
+        self.swap_checked(id, None)
+    }
+
+    /// [`swap`](Self::swap) by the deployment's owner, the swap after a
+    /// reprocess caught up: refused with `Fenced` (nothing changes) when
+    /// another process took the deployment over.
+    pub fn swap_owned(&mut self, lease: &Lease) -> Result<Vec<i64>, TableError> {
+        self.swap_checked(lease.deployment, Some(lease))
+    }
+
+    fn swap_checked(&mut self, id: i64, lease: Option<&Lease>) -> Result<Vec<i64>, TableError> {
         let tx = self.write_txn()?;
+        if let Some(lease) = lease {
+            require_lease(&tx, lease)?;
+        }
         let d = deployment_in(&tx, id)?;
         match d.state {
             DeploymentState::Live => return Ok(Vec::new()),

@@ -61,8 +61,36 @@ pub(super) fn commit(
         records_per_sec: 1000.0,
         ..EpochStats::default()
     };
-    let offsets = [("events".to_string(), "clicks".to_string(), 0, next)];
-    store.commit_epoch(id, &changes, &offsets, &stats)
+    let offsets = [offset("events", "clicks", 0, next)];
+    store.commit_epoch(&lease(store, id), &changes, &offsets, &stats)
+}
+
+/// The deployment's current lease, as its owner holds it (without taking
+/// it over, so a test of a retired deployment sees the state conflict).
+pub(super) fn lease(store: &TableStore, id: i64) -> Lease {
+    let generation = store
+        .conn
+        .query_row(
+            "SELECT generation FROM kappa_deployments WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap_or(0);
+    Lease {
+        deployment: id,
+        generation,
+    }
+}
+
+/// Offset `next` of an input partition, without a last record.
+pub(super) fn offset(input: &str, topic: &str, partition: u32, next: u64) -> InputOffset {
+    InputOffset {
+        input: input.into(),
+        topic: topic.into(),
+        partition,
+        next,
+        last: None,
+    }
 }
 
 /// What any SQLite client sees when it selects everything from `name`.
@@ -259,13 +287,13 @@ fn offsets_round_trip_and_never_go_back() {
         .unwrap();
     assert!(store.offsets(d.id).unwrap().is_empty());
     let offsets = [
-        ("events".to_string(), "clicks".to_string(), 0, 7),
-        ("events".to_string(), "clicks".to_string(), 1, 9),
-        ("users".to_string(), "users-changelog".to_string(), 0, 3),
+        offset("events", "clicks", 0, 7),
+        offset("events", "clicks", 1, 9),
+        offset("users", "users-changelog", 0, 3),
     ];
     let stats = EpochStats::default();
     store
-        .commit_epoch(d.id, &[vec![]], &offsets, &stats)
+        .commit_epoch(&lease(&store, d.id), &[vec![]], &offsets, &stats)
         .unwrap();
     drop(store);
     let mut store = TableStore::open(&dir.path().join("sub/tables.db")).unwrap();
@@ -276,9 +304,9 @@ fn offsets_round_trip_and_never_go_back() {
     ]
     .into();
     assert_eq!(store.offsets(d.id).unwrap(), expected);
-    let back = [("events".to_string(), "clicks".to_string(), 1, 8)];
+    let back = [offset("events", "clicks", 1, 8)];
     let err = store
-        .commit_epoch(d.id, &[vec![]], &back, &stats)
+        .commit_epoch(&lease(&store, d.id), &[vec![]], &back, &stats)
         .unwrap_err();
     assert!(
         matches!(

@@ -6,7 +6,7 @@
 use rusqlite::Connection;
 
 use super::epoch::{TableSql, apply, write_offsets};
-use super::tests::{commit, new_deployment, row, schema, select_all, store};
+use super::tests::{commit, new_deployment, offset, row, schema, select_all, store};
 use super::*;
 use crate::value::{Row, Value};
 
@@ -41,7 +41,7 @@ fn a_reader_sees_the_previous_epoch_while_a_writer_is_mid_transaction() {
     let sql = TableSql::new(&out, d.version.0);
     let half = [(row(&[s("a"), Value::Int(1)]), -1)];
     apply(&tx, &sql, &half).unwrap();
-    write_offsets(&tx, d.id, &[("events".into(), "clicks".into(), 0, 2)]).unwrap();
+    write_offsets(&tx, d.id, &[offset("events", "clicks", 0, 2)]).unwrap();
     assert_eq!(select_all(&path, "counts"), epoch1);
     assert_eq!(
         reader.read_rows(&d.table(0)).unwrap(),

@@ -2,7 +2,7 @@
 //! swap forward and back, refuse writes to retired versions, drop, keep the
 //! newest retired ones, never reuse a number; and name validation.
 
-use super::tests::{commit, new_deployment, row, schema, select_all, store};
+use super::tests::{commit, lease, new_deployment, row, schema, select_all, store};
 use super::*;
 use crate::value::Value;
 
@@ -83,7 +83,11 @@ fn swap_moves_the_view_and_back() {
         "{err}"
     );
     assert!(err.is_state_conflict());
-    assert!(store.set_progress(v1.id, &EpochStats::default()).is_err());
+    assert!(
+        store
+            .set_progress(&lease(&store, v1.id), &EpochStats::default())
+            .is_err()
+    );
     assert_eq!(
         store.read_rows("pageviews__v1").unwrap(),
         [(pv("home", 3), 1)]
@@ -146,7 +150,7 @@ fn reopen_lets_a_retired_version_catch_up_before_the_swap_back() {
             DeploymentState::Building,
         ))
         .unwrap();
-    store.mark_caught_up(v2.id).unwrap();
+    store.mark_caught_up(&lease(&store, v2.id)).unwrap();
     store.swap(v2.id).unwrap();
     assert!(store.deployment(v2.id).unwrap().caught_up_at.is_some());
     store.reopen(v1.id).unwrap();
@@ -307,7 +311,7 @@ fn catalog_round_trips_a_deployment_across_reopen() {
         }],
         late_dropped: vec![("clicks".into(), 7)],
     };
-    store.set_progress(d.id, &stats).unwrap();
+    store.set_progress(&lease(&store, d.id), &stats).unwrap();
     drop(store);
     let store = TableStore::open_existing(&dir.path().join("sub/tables.db")).unwrap();
     let back = store.deployment(d.id).unwrap();
@@ -325,6 +329,10 @@ fn catalog_round_trips_a_deployment_across_reopen() {
     let conn = rusqlite::Connection::open(dir.path().join("sub/tables.db")).unwrap();
     conn.execute_batch(
         "ALTER TABLE kappa_deployments DROP COLUMN late; \
+         ALTER TABLE kappa_deployments DROP COLUMN generation; \
+         ALTER TABLE kappa_deployments DROP COLUMN owner; \
+         ALTER TABLE kappa_offsets DROP COLUMN last_offset; \
+         ALTER TABLE kappa_offsets DROP COLUMN last_crc; \
          UPDATE kappa_meta SET value = '1' WHERE key = 'schema_version';",
     )
     .unwrap();

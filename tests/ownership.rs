@@ -1,0 +1,222 @@
+//! One owner per deployment, and a log that lost what was applied: the
+//! faults that break exactly-once unless the engine refuses them.
+//!
+//! - A second `stream` of a deployment that a live process drives is
+//!   refused (the OS lock), and the table stays exactly right.
+//! - When the lock cannot see the first owner (here: its lock file removed,
+//!   as on a store shared by hosts), the second process takes over and the
+//!   first is fenced off by the compare-and-set on the generation: it exits
+//!   non-zero without writing, and the table stays exactly right.
+//! - A log whose tail was cut after a deployment applied it, or whose offset
+//!   was then reused for another record, is refused on resume.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::World;
+
+/// Produces `n` rows `v` = 0..n (all distinct) into a new 2-partition topic `t`.
+fn distinct_rows(w: &World, n: usize) {
+    w.ok(&["log", "create", "t", "--partitions", "2"]);
+    let mut text = String::from("v\n");
+    for i in 0..n {
+        text.push_str(&format!("{i}\n"));
+    }
+    let file = w.write("rows.csv", &text);
+    w.ok(&["log", "produce", "t", "--file", &file]);
+}
+
+fn count_by(w: &World, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "stream", "count-by", "-i", "input=t", "-p", "key=v", "--table", "c", "--quiet",
+    ];
+    args.extend(extra);
+    w.kappa(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (bounded) until the store's lock file of deployment 1 names its holder.
+fn wait_for_lock(w: &World) -> PathBuf {
+    let lock = w.path("tables.db.locks/deployment-1.lock");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&lock).map_or(true, |s| s.trim().is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "the first stream never took its lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    lock
+}
+
+/// Waits (bounded) until deployment 1 has committed at least one epoch.
+fn wait_for_epoch(db: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(store) = kappa::table::TableStore::open_existing(db) {
+            if store.deployment(1).is_ok_and(|d| d.progress.epochs > 0) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "no epoch was committed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn stderr_of(child: Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_second_stream_of_a_driven_deployment_is_refused() {
+    let w = World::new();
+    distinct_rows(&w, 60_000);
+    let first = count_by(&w, &["--max-batch", "500", "--until-caught-up"]);
+    wait_for_lock(&w);
+    let second = w.fails(&[
+        "stream",
+        "count-by",
+        "-i",
+        "input=t",
+        "-p",
+        "key=v",
+        "--table",
+        "c",
+        "--max-batch",
+        "100000",
+        "--until-caught-up",
+    ]);
+    let pid = first.id().to_string();
+    assert!(
+        second.contains("c v1 is already driven by another process") && second.contains(&pid),
+        "{second}"
+    );
+    let (ok, err) = stderr_of(first);
+    assert!(ok, "{err}");
+    let verify = w.ok(&["table", "verify", "c"]);
+    assert!(verify.contains("identical (60000 rows"), "{verify}");
+    // The lock died with its holder: the next stream resumes.
+    w.ok(&[
+        "stream",
+        "count-by",
+        "-i",
+        "input=t",
+        "-p",
+        "key=v",
+        "--table",
+        "c",
+        "--until-caught-up",
+    ]);
+}
+
+#[test]
+fn a_process_that_was_taken_over_is_fenced_off() {
+    let w = World::new();
+    distinct_rows(&w, 60_000);
+    // The first owner commits small epochs for a while.
+    let first = count_by(&w, &["--max-batch", "100", "--max-latency-ms", "5"]);
+    let lock = wait_for_lock(&w);
+    wait_for_epoch(&w.path("tables.db"));
+    // The lock no longer reaches the first owner (as across hosts): the
+    // second process takes the deployment over.
+    std::fs::remove_file(&lock).unwrap();
+    let second = count_by(&w, &["--until-caught-up"]);
+    let (ok, err) = stderr_of(first);
+    assert!(!ok, "the fenced-off owner exited 0: {err}");
+    assert!(
+        err.contains("c v1 was taken over by another process (pid"),
+        "{err}"
+    );
+    let (ok, err) = stderr_of(second);
+    assert!(ok, "{err}");
+    let verify = w.ok(&["table", "verify", "c"]);
+    assert!(verify.contains("identical (60000 rows"), "{verify}");
+}
+
+/// The last segment file of partition `p` of topic `t`.
+fn last_segment(w: &World, p: u32) -> PathBuf {
+    let dir = w.path(&format!("log/t/partition-{p}"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs.pop().unwrap()
+}
+
+#[test]
+fn a_log_that_lost_or_rewrote_applied_records_is_refused() {
+    let w = World::new();
+    w.ok(&["log", "create", "t", "--partitions", "1"]);
+    let rows = w.write("rows.csv", "v\na\nb\nc\n");
+    w.ok(&["log", "produce", "t", "--file", &rows]);
+    let stream = [
+        "stream",
+        "count-by",
+        "-i",
+        "input=t",
+        "-p",
+        "key=v",
+        "--table",
+        "c",
+        "--until-caught-up",
+    ];
+    w.ok(&stream);
+    // A torn tail (or a power loss under --fsync never): the last record is gone.
+    let segment = last_segment(&w, 0);
+    let len = std::fs::metadata(&segment).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap()
+        .set_len(len - 7)
+        .unwrap();
+    let err = w.fails(&stream);
+    assert!(
+        err.contains("topic t partition 0: the log lost data that c v1 applied")
+            && err.contains("committed offset 3, log end 2"),
+        "{err}"
+    );
+    // The next producer cuts the torn record and reuses its offset.
+    let more = w.write("more.csv", "v\nz\n");
+    w.ok(&["log", "produce", "t", "--file", &more]);
+    let err = w.fails(&stream);
+    assert!(
+        err.contains("the record at offset 2 is not the one that was applied"),
+        "{err}"
+    );
+    // Nothing was written meanwhile: the table still holds what was applied.
+    let table = w.ok(&["table", "show", "c", "--csv"]);
+    assert!(table.contains("c,1") && !table.contains("z,1"), "{table}");
+}
+
+#[test]
+fn a_group_offset_past_the_log_end_is_an_error() {
+    let w = World::new();
+    w.ok(&["log", "create", "t", "--partitions", "1"]);
+    let rows = w.write("rows.csv", "v\na\nb\nc\n");
+    w.ok(&["log", "produce", "t", "--file", &rows]);
+    w.ok(&["log", "consume", "t", "--group", "g"]);
+    let segment = last_segment(&w, 0);
+    let len = std::fs::metadata(&segment).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.set_len(len - 7).unwrap();
+    let err = w.fails(&["log", "consume", "t", "--group", "g"]);
+    assert!(
+        err.contains("from the group's committed offset 3")
+            && err.contains("next offset to be written is 2"),
+        "{err}"
+    );
+}
