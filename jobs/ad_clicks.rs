@@ -81,7 +81,7 @@ impl Job for AdClicks {
             let (k, t) = (schema.index(key)?, schema.index(time)?);
             let columns = (0..schema.columns.len())
                 .map(|i| match i == t {
-                    true => (i, ColumnType::Time(unit)),
+                    true => (i, ColumnType::Time(unit, crate::schema::Reach(within))),
                     false => (i, ColumnType::Any),
                 })
                 .collect();

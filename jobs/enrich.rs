@@ -112,8 +112,8 @@ impl Job for Enrich {
                 })?;
                 let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
                 let (et, vf) = (events.index(et)?, table.index(vf)?);
-                event_projection.columns[et].1 = ColumnType::Time(unit);
-                table_projection.columns[vf].1 = ColumnType::Time(unit);
+                event_projection.columns[et].1 = ColumnType::time(unit);
+                table_projection.columns[vf].1 = ColumnType::time(unit);
                 Some(AsOfSpec {
                     event_key: vec![ek],
                     event_time: et,

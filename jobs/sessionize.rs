@@ -1,15 +1,17 @@
 //! `sessionize`: user-activity sessions, the MapReduce classic.
 //!
 //! Input `events` with columns `user` and `ts` (an integer time, e.g. epoch
-//! seconds; other columns are ignored). Param `gap` (default 1800): a user's
-//! events belong to one session while each follows the previous one by at
-//! most `gap` (same unit as `ts`). Output `sessions`:
+//! seconds; other columns are ignored). Params `gap` (default 1800) and
+//! `unit=s|ms` (default `s`, the unit of `ts`): a user's events belong to
+//! one session while each follows the previous one by at most `gap`, a
+//! duration (`30m`, `90s`) or a bare number of units. Output `sessions`:
 //! `user,start,end,events` (first and last event time, number of events);
 //! key: `user,start`. Events with a null `ts` cannot be placed in time: per
 //! user they form one session with null `start` and `end` (as SQL groups
 //! nulls), so they are counted, never dropped.
 
 use super::kappa_job_prelude::*;
+use crate::time::{TimeUnit, parse_duration};
 
 pub struct Sessionize;
 
@@ -25,11 +27,18 @@ impl Job for Sessionize {
                 format: None,
                 about: "user activity events",
             }],
-            params: vec![ParamSpec {
-                name: "gap",
-                default: Some("1800"),
-                help: "inactivity gap that ends a session, in ts units",
-            }],
+            params: vec![
+                ParamSpec {
+                    name: "gap",
+                    default: Some("1800"),
+                    help: "inactivity gap that ends a session: a duration (30m, 90s, 1h) or a number of `unit`s",
+                },
+                ParamSpec {
+                    name: "unit",
+                    default: Some("s"),
+                    help: "unit of the ts column: s or ms",
+                },
+            ],
             outputs: vec![OutputSpec {
                 name: "sessions",
                 about: "user, start, end, events",
@@ -38,14 +47,8 @@ impl Job for Sessionize {
     }
 
     fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        let gap: i64 = params.parse("gap")?;
-        if gap < 0 {
-            return Err(PlanError::BadParam {
-                name: "gap".into(),
-                value: gap.to_string(),
-                reason: "must not be negative".into(),
-            });
-        }
+        let unit = TimeUnit::parse(params.get("unit")).map_err(|e| params.bad("unit", e))?;
+        let gap = parse_duration(params.get("gap"), unit).map_err(|e| params.bad("gap", e))?;
         let columns = ["user", "start", "end", "events"]
             .map(String::from)
             .to_vec();
@@ -71,7 +74,10 @@ fn sessions(times: &[(&Value, isize)], gap: i64) -> Vec<(Value, Value, i64)> {
     for &(t, n) in times {
         match (out.last_mut(), t) {
             (Some((Value::Null, _, count)), Value::Null) => *count += n as i64,
-            (Some((_, Value::Int(end), count)), Value::Int(t)) if t - *end <= gap => {
+            // A difference that overflows (i64::MIN and 0) is more than any gap.
+            (Some((_, Value::Int(end), count)), Value::Int(t))
+                if t.checked_sub(*end).is_some_and(|d| d <= gap) =>
+            {
                 *end = *t;
                 *count += n as i64;
             }

@@ -5,7 +5,10 @@
 //! `window=tumbling:SIZE|hopping:SIZE/HOP|sliding:SIZE|session:GAP`
 //! (durations such as `90s`, `10m`, `1h`, `1d`, or a bare number of units),
 //! `key=COL[,COL...]` (optional: no key means one group per window) and
-//! `agg=...` as in `group-by`. Output `windows`: the key columns,
+//! `agg=...` as in `group-by`; `max_windows=N` (default 1000) bounds the
+//! hopping windows one event falls into (`SIZE/HOP`), refused before any
+//! data is read. An event time whose window bounds would not fit in an
+//! `i64` is a bad row. Output `windows`: the key columns,
 //! `window_start`, `window_end` (integers in `unit`), then one column per
 //! aggregate; key: the key columns and the window bounds. The window kinds
 //! are defined in [`crate::ops::window`]. With `late=correct` (the default)
@@ -57,6 +60,11 @@ impl Job for WindowAgg {
                     help: "grouping columns, COL[,COL...] (none: one group per window)",
                 },
                 ParamSpec {
+                    name: "max_windows",
+                    default: Some("1000"),
+                    help: "most hopping windows one event may fall into (SIZE/HOP)",
+                },
+                ParamSpec {
                     name: "agg",
                     default: Some("count"),
                     help: "aggregates: count,sum:COL,min:COL,max:COL,avg:COL,count_distinct:COL",
@@ -75,12 +83,22 @@ impl Job for WindowAgg {
         let bad = |name: &str, reason: String| params.bad(name, reason);
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
         let window = WindowSpec::parse(params.get("window"), unit).map_err(|e| bad("window", e))?;
+        let max_windows = match params.get("max_windows").parse::<i64>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(bad("max_windows", "expected a positive integer".into())),
+        };
+        window
+            .check_windows_per_event(max_windows)
+            .map_err(|e| bad("window", e))?;
         let schema = &inputs[0];
         let keys = params.list("key");
         let specs = AggSpec::parse_list(params.get("agg"))?;
         let (aggs, value_columns) = Aggregates::resolve(&specs, schema)?;
         // Projected row: time, key columns, value columns.
-        let mut columns = vec![(schema.index(params.get("time"))?, ColumnType::Time(unit))];
+        // Window bounds must fit beside every event time: a time too close
+        // to the ends of the i64 range is a bad row, never an overflow.
+        let time = ColumnType::Time(unit, window.reach());
+        let mut columns = vec![(schema.index(params.get("time"))?, time)];
         for k in &keys {
             columns.push((schema.index(k)?, ColumnType::Any));
         }

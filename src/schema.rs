@@ -28,16 +28,41 @@ pub enum ColumnType {
     /// The text as it is, never a number.
     Str,
     /// An event timestamp: an integer in the unit, or RFC 3339 text
-    /// converted to it (see [`TimeUnit::parse_timestamp`]); always an `Int`.
-    Time(TimeUnit),
+    /// converted to it (see [`TimeUnit::parse_timestamp`]); always an `Int`,
+    /// and at least [`Reach`] away from both ends of the `i64` range.
+    Time(TimeUnit, Reach),
+}
+
+/// How far the bounds a job derives from an event time (window ends,
+/// session ends, join intervals) lie from it, in the time's unit. A time
+/// closer than this to `i64::MIN` or `i64::MAX` is a bad row, so that the
+/// job's time arithmetic can never overflow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reach(pub i64);
+
+impl Reach {
+    /// Whether `t` and every bound within the reach of it fit in an `i64`.
+    pub fn admits(self, t: i64) -> bool {
+        t.checked_sub(self.0).is_some() && t.checked_add(self.0).is_some()
+    }
 }
 
 impl ColumnType {
+    /// A timestamp in `unit` with no bounds derived from it.
+    pub fn time(unit: TimeUnit) -> ColumnType {
+        ColumnType::Time(unit, Reach::default())
+    }
+
     /// Converts a non-null field's text, or says why it does not fit.
     pub fn parse(self, text: &str) -> Result<Value, String> {
         let v = match self {
             ColumnType::Str => return Ok(Value::str(text)),
-            ColumnType::Time(unit) => return unit.parse_timestamp(text).map(Value::Int),
+            ColumnType::Time(unit, reach) => {
+                return unit
+                    .parse_timestamp(text)
+                    .and_then(|t| reach_check(t, reach))
+                    .map(Value::Int);
+            }
             _ => Value::infer(text),
         };
         match (self, &v) {
@@ -56,8 +81,8 @@ impl ColumnType {
             (_, Value::Null) | (ColumnType::Any, _) => Ok(v),
             (ColumnType::Str, Value::Str(_)) => Ok(v),
             (ColumnType::Str, _) => Ok(Value::str(&v.to_string())),
-            (ColumnType::Time(_), Value::Int(_)) => Ok(v),
-            (ColumnType::Time(_), Value::Float(_)) => Err(format!("expected {self}, found {v}")),
+            (ColumnType::Time(_, reach), Value::Int(t)) => reach_check(*t, reach).map(Value::Int),
+            (ColumnType::Time(..), Value::Float(_)) => Err(format!("expected {self}, found {v}")),
             (_, Value::Str(s)) => self.parse(s),
             (ColumnType::Int, Value::Int(_)) | (ColumnType::Number, _) => Ok(v),
             (ColumnType::Float, _) => Ok(Value::float(v.as_f64().unwrap_or_default())),
@@ -74,9 +99,21 @@ impl fmt::Display for ColumnType {
             ColumnType::Float => "a float",
             ColumnType::Number => "a number",
             ColumnType::Str => "a string",
-            ColumnType::Time(_) => "a timestamp",
+            ColumnType::Time(..) => "a timestamp",
         })
     }
+}
+
+/// `t`, unless the bounds within `reach` of it do not fit in an `i64`.
+fn reach_check(t: i64, reach: Reach) -> Result<i64, String> {
+    if reach.admits(t) {
+        return Ok(t);
+    }
+    Err(format!(
+        "timestamp {t} is too close to the limit of 64-bit time: the job's windows reach {} \
+         from it, which does not fit",
+        reach.0
+    ))
 }
 
 /// The columns an input actually has (from a CSV header, JSON keys or a topic).
@@ -176,7 +213,7 @@ mod tests {
         assert_eq!(ColumnType::Str.coerce(Value::Int(3)), Ok(Value::str("3")));
         assert_eq!(ColumnType::Int.coerce(Value::str("4")), Ok(Value::Int(4)));
         assert!(ColumnType::Int.coerce(Value::float(1.5)).is_err());
-        let ts = ColumnType::Time(TimeUnit::Seconds);
+        let ts = ColumnType::time(TimeUnit::Seconds);
         assert_eq!(
             ts.coerce(Value::str("1970-01-01T00:01:00Z")),
             Ok(Value::Int(60))
@@ -185,6 +222,17 @@ mod tests {
         assert!(ts.coerce(Value::float(1.5)).is_err());
         assert_eq!(ts.parse("1970-01-01T00:00:02Z"), Ok(Value::Int(2)));
         assert!(ts.parse("1.5").unwrap_err().contains("timestamp"));
+        let windowed = ColumnType::Time(TimeUnit::Seconds, Reach(10));
+        assert_eq!(
+            windowed.parse("-9223372036854775798"),
+            Ok(Value::Int(i64::MIN + 10))
+        );
+        assert!(windowed.parse("-9223372036854775799").is_err());
+        assert!(windowed.coerce(Value::Int(i64::MAX - 9)).is_err());
+        assert_eq!(
+            windowed.coerce(Value::Int(i64::MAX - 10)),
+            Ok(Value::Int(i64::MAX - 10))
+        );
         assert_eq!(
             ColumnType::Float.coerce(Value::Int(1)),
             Ok(Value::float(1.0))

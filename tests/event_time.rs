@@ -509,3 +509,84 @@ fn late_drop_agrees_between_batch_and_stream() {
         batch
     );
 }
+
+/// Window parameters and event times at the limits of 64-bit time: a clear
+/// parameter error before any data is read, or a bad row naming the file,
+/// line and column, never an abort, a wrapped bound or a silent empty result.
+#[test]
+fn windows_at_the_limits_of_time_fail_clearly() {
+    let w = World::new();
+    let events = w.write("e.csv", "k,t\na,1\n");
+    let run = |window: &str, file: &str, extra: &[&str]| {
+        let out = w.path(&format!("out-{}", w.dir.path().read_dir().unwrap().count()));
+        let mut args = vec![
+            "run".to_string(),
+            "window-agg".into(),
+            "-i".into(),
+            format!("input={file}"),
+            "-p".into(),
+            "time=t".into(),
+            "-p".into(),
+            format!("window={window}"),
+            "-p".into(),
+            "unit=s".into(),
+            "-o".into(),
+            out.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        (
+            w.kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
+                .output()
+                .unwrap(),
+            out,
+        )
+    };
+    for window in ["hopping:365d/1s", "hopping:9223372036854775807/2"] {
+        let (out, _) = run(window, &events, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("windows, more than the limit of 1000"),
+            "{err}"
+        );
+    }
+    // The limit is a parameter.
+    let (out, dir) = run("hopping:2000s/1s", &events, &["-p", "max_windows=2000"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
+    assert_eq!(rows.lines().count(), 1 + 2000);
+    // A time whose window end does not fit is a bad row, or skipped and counted.
+    let edge = w.write("edge.csv", "k,t\na,9223372036854775800\nb,5\n");
+    let (out, _) = run("tumbling:100s", &edge, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("edge.csv: line 2, column 2 (t): timestamp 9223372036854775800"),
+        "{err}"
+    );
+    let (out, dir) = run("tumbling:100s", &edge, &["--on-bad-row", "skip"]);
+    assert!(out.status.success());
+    let rows = std::fs::read_to_string(dir.join("windows.csv")).unwrap();
+    assert_eq!(rows, "window_start,window_end,count\n0,100,1\n");
+    // Sessions never merge times whose difference overflows.
+    let far = w.write("far.csv", "user,ts\nu,-9223372036854775808\nu,0\n");
+    let dir = w.path("sessions");
+    w.ok(&[
+        "run",
+        "sessionize",
+        "-i",
+        &format!("events={far}"),
+        "-p",
+        "gap=30m",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let rows = std::fs::read_to_string(dir.join("sessions.csv")).unwrap();
+    assert_eq!(
+        rows,
+        "user,start,end,events\nu,-9223372036854775808,-9223372036854775808,1\nu,0,0,1\n"
+    );
+}

@@ -44,7 +44,7 @@ pub fn hopping(t: i64, size: i64, hop: i64) -> impl Iterator<Item = (i64, i64)> 
     // The latest window starts at the last multiple of hop at or before t;
     // earlier ones, hop apart, still hold t while start + size > t.
     let last = t.div_euclid(hop) * hop;
-    let count = (size + hop - 1) / hop;
+    let count = (size - 1) / hop + 1;
     (0..count)
         .rev()
         .map(move |i| last - i * hop)
@@ -104,6 +104,43 @@ impl WindowSpec {
             }
         };
         Ok(spec)
+    }
+}
+
+/// The most hopping windows one event may fall into by default
+/// (`SIZE / HOP`); a job may let its users raise it.
+pub const MAX_WINDOWS_PER_EVENT: i64 = 1000;
+
+impl WindowSpec {
+    /// How many windows one event falls into (at most).
+    pub fn windows_per_event(&self) -> i64 {
+        match *self {
+            WindowSpec::Hopping { size, hop } => (size - 1) / hop + 1,
+            _ => 1,
+        }
+    }
+
+    /// Refuses a spec that puts an event in more than `max` windows (a
+    /// year of one-second hops would make 31 million copies of each event).
+    pub fn check_windows_per_event(&self, max: i64) -> Result<(), String> {
+        let n = self.windows_per_event();
+        if n > max {
+            return Err(format!(
+                "{self} puts each event in {n} windows, more than the limit of {max} \
+                 (use a longer hop, or raise the limit with -p max_windows=N)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// How far from an event's time its window bounds can lie: the event
+    /// time column's [`Reach`](crate::schema::Reach).
+    pub fn reach(&self) -> crate::schema::Reach {
+        crate::schema::Reach(match *self {
+            WindowSpec::Tumbling { size } | WindowSpec::Hopping { size, .. } => size,
+            WindowSpec::Sliding { size } => size,
+            WindowSpec::Session { gap } => gap,
+        })
     }
 }
 
@@ -243,7 +280,9 @@ fn per_key_windows<'a>(
         WindowSpec::Session { gap } => {
             let mut first = 0;
             for i in 1..=timed.len() {
-                if i == timed.len() || time(i) - time(i - 1) > gap {
+                // Times far apart (say i64::MIN and 0) overflow the difference:
+                // they are certainly more than a gap apart.
+                if i == timed.len() || time(i).checked_sub(time(i - 1)).is_none_or(|d| d > gap) {
                     out.push((
                         Value::Int(time(first)),
                         Value::Int(time(i - 1).saturating_add(gap)),
@@ -300,6 +339,8 @@ fn consolidated<'a>(events: &[(&'a (Value, Row), isize)]) -> Vec<(&'a Row, isize
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -361,5 +402,61 @@ mod tests {
         ] {
             assert!(WindowSpec::parse(bad, ms).is_err(), "{bad:?} accepted");
         }
+    }
+
+    proptest! {
+        /// Any time the event-time column admits (its `Reach` is the
+        /// window's) gets window bounds that fit and hold it, at the very
+        /// ends of the i64 range too; the window count stays within the
+        /// limit the spec was checked against.
+        #[test]
+        fn admitted_times_get_bounds_that_fit(
+            t in prop_oneof![
+                any::<i64>(),
+                (0i64..1000).prop_map(|d| i64::MIN + d),
+                (0i64..1000).prop_map(|d| i64::MAX - d),
+            ],
+            size in prop_oneof![1i64..1000, any::<i64>().prop_map(|s| s.saturating_abs().max(1))],
+            hops in 1i64..2000,
+        ) {
+            let hop = (size / hops).max(1);
+            let spec = WindowSpec::Hopping { size, hop };
+            let n = spec.windows_per_event();
+            prop_assert!(n >= 1);
+            if spec.check_windows_per_event(MAX_WINDOWS_PER_EVENT).is_err() {
+                prop_assert!(n > MAX_WINDOWS_PER_EVENT);
+                return Ok(());
+            }
+            if !spec.reach().admits(t) {
+                return Ok(());
+            }
+            let (s, e) = tumbling(t, size);
+            prop_assert!(s <= t && t < e && e - s == size);
+            let windows: Vec<_> = hopping(t, size, hop).collect();
+            prop_assert!(!windows.is_empty() && windows.len() as i64 <= n);
+            for (s, e) in windows {
+                prop_assert!(s <= t && t < e && e - s == size && s.rem_euclid(hop) == 0);
+            }
+        }
+    }
+
+    #[test]
+    fn limits_of_windows_per_event_and_reach() {
+        let year_of_seconds = WindowSpec::parse("hopping:365d/1s", TimeUnit::Seconds).unwrap();
+        let err = year_of_seconds
+            .check_windows_per_event(MAX_WINDOWS_PER_EVENT)
+            .unwrap_err();
+        assert!(err.contains("31536000 windows"), "{err}");
+        let huge = WindowSpec::Hopping {
+            size: i64::MAX,
+            hop: 2,
+        };
+        assert_eq!(huge.windows_per_event(), i64::MAX / 2 + 1);
+        assert!(!huge.reach().admits(1) && huge.reach().admits(0));
+        assert_eq!(
+            hopping(i64::MAX - 10, 10, 5).count(),
+            2,
+            "windows near the end of time are all listed"
+        );
     }
 }
