@@ -220,3 +220,43 @@ fn a_group_offset_past_the_log_end_is_an_error() {
         "{err}"
     );
 }
+
+/// Every command that prints ends quietly when its reader goes away
+/// (`| head -1`): exit 0, no panic about a broken pipe.
+#[test]
+fn printing_commands_end_quietly_on_a_closed_pipe() {
+    use std::io::{BufRead, BufReader};
+    let w = World::new();
+    distinct_rows(&w, 60_000);
+    w.ok(&[
+        "stream",
+        "count-by",
+        "-i",
+        "input=t",
+        "-p",
+        "key=v",
+        "--table",
+        "c",
+        "--until-caught-up",
+    ]);
+    for args in [
+        &["table", "show", "c", "--limit", "60000"][..],
+        &["table", "show", "c", "--limit", "60000", "--csv"],
+        &["log", "consume", "t"],
+    ] {
+        let mut child = w
+            .kappa(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "kappa {args:?} printed nothing");
+        // The pipe's reading end is closed here, as `head -1` does.
+        let (ok, err) = stderr_of(child);
+        assert!(ok && !err.contains("panicked"), "kappa {args:?}: {err}");
+    }
+}

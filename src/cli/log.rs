@@ -171,7 +171,7 @@ fn compact(log: &Log, a: CompactArgs) -> anyhow::Result<()> {
         .compact_paced(now_ms(), pause)
         .with_context(|| format!("compaction of topic '{}' failed", a.topic))?;
     for r in reports {
-        println!(
+        outln!(
             "partition {}: removed {} records; {} segment(s) rewritten, {} deleted; {} -> {}",
             r.partition,
             r.records_removed,
@@ -179,7 +179,7 @@ fn compact(log: &Log, a: CompactArgs) -> anyhow::Result<()> {
             r.segments_deleted,
             show::human_bytes(r.bytes_before),
             show::human_bytes(r.bytes_after),
-        );
+        )?;
     }
     Ok(())
 }
@@ -190,19 +190,19 @@ fn retain(log: &Log, topic: &str) -> anyhow::Result<()> {
         .retain(now_ms())
         .with_context(|| format!("retention of topic '{topic}' failed"))?;
     if deleted.is_empty() {
-        println!("topic '{topic}': nothing past its retention limits");
+        outln!("topic '{topic}': nothing past its retention limits")?;
     }
     for d in deleted {
         let why = match d.reason {
             DeleteReason::Age => "older than retention-ms",
             DeleteReason::Size => "over retention-bytes",
         };
-        println!(
+        outln!(
             "partition {}: deleted segment at offset {} ({}, {why})",
             d.partition,
             d.base_offset,
             show::human_bytes(d.bytes)
-        );
+        )?;
     }
     Ok(())
 }

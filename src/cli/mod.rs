@@ -2,6 +2,22 @@
 //! validated configurations here, so runners never see clap; errors get
 //! their context here (anyhow) and are printed as a chain.
 
+/// `print!` and `println!` that return the write's `io::Result` instead of
+/// panicking: a closed pipe (`kappa table show t | head -1`) becomes an
+/// error that [`main`] ends quietly on, as `cat` would.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod jobs;
 mod log;
 mod nexmark;
@@ -58,11 +74,21 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`| head`): nothing is wrong.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether an error is, at its root, a write to a closed pipe.
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Logs go to stderr through tracing; the level comes from `RUST_LOG` (default: warnings).

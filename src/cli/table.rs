@@ -99,9 +99,9 @@ pub fn run(args: TableArgs) -> anyhow::Result<()> {
         }
     })?;
     match args.command {
-        TableCommand::List => print!("{}", list(&store)?.render(args.csv)),
-        TableCommand::Show(a) => print!("{}", show(&store, &a, args.csv)?.render(args.csv)),
-        TableCommand::Status => print!("{}", status(&store)?.render(args.csv)),
+        TableCommand::List => out!("{}", list(&store)?.render(args.csv))?,
+        TableCommand::Show(a) => out!("{}", show(&store, &a, args.csv)?.render(args.csv))?,
+        TableCommand::Status => out!("{}", status(&store)?.render(args.csv))?,
         TableCommand::Swap(a) => swap(&mut store, &a)?,
         TableCommand::Drop(a) => drop_version(&mut store, &a)?,
         TableCommand::Rollback(_) | TableCommand::Verify(_) => unreachable!("handled above"),
@@ -299,7 +299,7 @@ fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot swap {} {} in", a.name, a.version))?;
     let outputs = d.output_names().join(", ");
     if retired.is_empty() && d.state == DeploymentState::Live {
-        println!("{outputs}: {} is already live", d.version);
+        outln!("{outputs}: {} is already live", d.version)?;
         return Ok(());
     }
     let mut old = Vec::new();
@@ -311,7 +311,7 @@ fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
     } else {
         format!("retired {}", old.join(", "))
     };
-    println!("{outputs}: {} is live ({old})", d.version);
+    outln!("{outputs}: {} is live ({old})", d.version)?;
     Ok(())
 }
 
@@ -323,7 +323,7 @@ fn drop_version(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
             a.name, a.version
         )
     })?;
-    println!("dropped {}", d.tables().join(", "));
+    outln!("dropped {}", d.tables().join(", "))?;
     Ok(())
 }
 

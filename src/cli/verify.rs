@@ -69,14 +69,17 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
         let table = store.read_rows(&d.table(i))?;
         let check = compare(&output.name, &table, &expected[i]);
         if check.identical() {
-            println!(
+            outln!(
                 "{} {}: identical ({} rows, digest {:016x}) to a batch run over the {applied} records it applied",
-                output.name, d.version, check.table_rows, check.digest
-            );
+                output.name,
+                d.version,
+                check.table_rows,
+                check.digest
+            )?;
             continue;
         }
         all_identical = false;
-        println!(
+        outln!(
             "{} {}: DIFFERS from a batch run over the {applied} records it applied: table {} rows, batch {} rows; \
              {} rows only in the table, {} only in the batch",
             output.name,
@@ -85,7 +88,7 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
             check.expected_rows,
             check.differing.0,
             check.differing.1
-        );
+        )?;
         let text = |row: &crate::value::Row| {
             row.iter()
                 .map(|v| v.to_string())
@@ -93,10 +96,10 @@ pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
                 .join(",")
         };
         for (row, n) in &check.only_in_table {
-            println!("  only in table ({n}x): {}", text(row));
+            outln!("  only in table ({n}x): {}", text(row))?;
         }
         for (row, n) in &check.only_expected {
-            println!("  only in batch ({n}x): {}", text(row));
+            outln!("  only in batch ({n}x): {}", text(row))?;
         }
     }
     if bad.count > 0 {

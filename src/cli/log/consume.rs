@@ -18,6 +18,7 @@
 //! of nulls. A topic without columns prints each value as text in a column
 //! `value`. `--show-meta` prepends `_partition,_offset,_key,_event_time`.
 
+use crate::cli::is_broken_pipe;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::time::Duration;
@@ -210,13 +211,6 @@ fn commit(log: &Log, args: &ConsumeArgs, progress: &[(u32, u64)]) -> anyhow::Res
             .with_context(|| format!("cannot commit the offsets of group '{g}'"))?;
     }
     Ok(())
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 impl Printer {

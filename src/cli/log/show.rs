@@ -32,13 +32,13 @@ pub fn list(log: &Log) -> anyhow::Result<()> {
             columns(&info.config),
         ]);
     }
-    print!(
+    out!(
         "{}",
         table(
             &["TOPIC", "PARTITIONS", "RECORDS", "SIZE", "COLUMNS"],
             &rows
         )
-    );
+    )?;
     Ok(())
 }
 
@@ -46,15 +46,15 @@ pub fn describe(log: &Log, topic: &str) -> anyhow::Result<()> {
     let info = log
         .topic(topic)
         .with_context(|| format!("cannot describe topic '{topic}'"))?;
-    print!("{}", config_block(&info));
-    println!();
-    print!("{}", partitions_table(&info));
-    println!("(LATEST is the next offset to be written)");
-    println!();
+    out!("{}", config_block(&info))?;
+    outln!()?;
+    out!("{}", partitions_table(&info))?;
+    outln!("(LATEST is the next offset to be written)")?;
+    outln!()?;
     if info.groups.is_empty() {
-        println!("no consumer groups");
+        outln!("no consumer groups")?;
     } else {
-        print!("{}", groups_table(&info));
+        out!("{}", groups_table(&info))?;
     }
     Ok(())
 }
