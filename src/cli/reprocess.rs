@@ -57,8 +57,9 @@ pub struct ReprocessArgs {
 
 pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     let options = &args.job.options;
-    let (log, mut store) = args.job.store.open()?;
+    let log = args.job.store.open_log()?;
     let planned = plan_on_log(&args.job, &log)?;
+    let mut store = args.job.store.open_store()?;
     let outputs = planned.output_names();
     let building: Vec<Deployment> = store
         .deployments()?

@@ -97,12 +97,20 @@ pub struct StreamOptions {
 impl StoreArgs {
     /// Opens the log and the table store.
     pub fn open(&self) -> anyhow::Result<(Log, TableStore)> {
+        Ok((self.open_log()?, self.open_store()?))
+    }
+
+    /// Opens the log.
+    pub fn open_log(&self) -> anyhow::Result<Log> {
         let dir = &self.log.log_dir;
-        let log = Log::open(dir)
-            .with_context(|| format!("cannot open log directory {}", dir.display()))?;
-        let store = TableStore::open(&self.table_db)
-            .with_context(|| format!("cannot open table store {}", self.table_db.display()))?;
-        Ok((log, store))
+        Log::open(dir).with_context(|| format!("cannot open log directory {}", dir.display()))
+    }
+
+    /// Opens the table store, creating it if missing: only once the job is
+    /// planned, so that a command refused for its inputs leaves no store.
+    pub fn open_store(&self) -> anyhow::Result<TableStore> {
+        TableStore::open(&self.table_db)
+            .with_context(|| format!("cannot open table store {}", self.table_db.display()))
     }
 }
 
@@ -274,8 +282,9 @@ impl Planned {
 
 pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
     let args = args.job;
-    let (log, mut store) = args.store.open()?;
+    let log = args.store.open_log()?;
     let planned = plan_on_log(&args, &log)?;
+    let mut store = args.store.open_store()?;
     let outputs = planned.output_names();
     let (deployment, created) = live_or_create(&mut store, &planned)?;
     let lock = DeploymentLock::acquire(store.path(), &deployment)?;

@@ -16,12 +16,8 @@ pub type Result<T> = std::result::Result<T, LogError>;
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     /// An operating-system call failed; the data itself may be fine.
-    #[error("I/O error on {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error("I/O error on {path}: {cause}")]
+    Io { path: PathBuf, cause: io::Error },
 
     /// Record data failed validation somewhere it cannot be a torn tail.
     /// Data at and after `position` in that segment is never served.
@@ -59,6 +55,20 @@ pub enum LogError {
         requested: u64,
         earliest: u64,
         latest: u64,
+    },
+
+    /// A plain topic's partition lacks offsets between two segments: a
+    /// segment file was removed or lost (retention only ever removes the
+    /// oldest ones, and only compacted topics have gaps between segments).
+    #[error(
+        "topic '{topic}' partition {partition} is missing offsets {from} to {to} (a segment file \
+         was removed or lost); nothing is read across the hole: restore the segment from a copy"
+    )]
+    MissingSegment {
+        topic: String,
+        partition: u32,
+        from: u64,
+        to: u64,
     },
 
     #[error("topic '{topic}' does not exist")]
@@ -142,9 +152,9 @@ pub(crate) trait IoContext<T> {
 
 impl<T> IoContext<T> for io::Result<T> {
     fn ctx(self, path: &Path) -> Result<T> {
-        self.map_err(|source| LogError::Io {
+        self.map_err(|cause| LogError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         })
     }
 }

@@ -84,7 +84,7 @@ pub fn remove_if_exists(path: &Path) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(LogError::Io {
             path: path.to_path_buf(),
-            source: e,
+            cause: e,
         }),
     }
 }

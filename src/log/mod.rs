@@ -182,7 +182,11 @@ impl Log {
         let config = read_meta(&dir)?.config;
         let mut partitions = Vec::new();
         for p in 0..config.partitions {
-            partitions.push(partition_info(&partition_dir(&dir, p), p)?);
+            let part = partition_dir(&dir, p);
+            if !config.compact {
+                reader::check_contiguous(&part, name, p)?;
+            }
+            partitions.push(partition_info(&part, p)?);
         }
         let mut groups = Vec::new();
         for group in offsets::list_groups(&dir)? {
@@ -224,15 +228,16 @@ impl Log {
     /// A lock-free reader of one partition.
     pub fn reader(&self, topic: &str, partition: u32, from: Start) -> Result<PartitionReader> {
         let dir = self.topic_dir(topic)?;
-        let partitions = read_meta(&dir)?.config.partitions;
-        if partition >= partitions {
+        let config = read_meta(&dir)?.config;
+        if partition >= config.partitions {
             return Err(LogError::PartitionOutOfRange {
                 topic: topic.to_string(),
                 partition,
-                partitions,
+                partitions: config.partitions,
             });
         }
-        PartitionReader::open(&partition_dir(&dir, partition), topic, partition, from)
+        let dir = partition_dir(&dir, partition);
+        PartitionReader::open(&dir, topic, partition, from, !config.compact)
     }
 
     /// Applies retention; takes the writer lock for the duration.

@@ -142,6 +142,24 @@ impl PartitionLog {
         self.next_offset
     }
 
+    /// For a plain topic: every segment starts right after the previous
+    /// one's last record (`MissingSegment` names the hole otherwise).
+    pub fn check_contiguous(&self, topic: &str) -> Result<()> {
+        let all: Vec<&SegmentMeta> = self.segments().collect();
+        for w in all.windows(2) {
+            let end = w[0].last_offset.map_or(w[0].base, |l| l + 1);
+            if end != w[1].base {
+                return Err(LogError::MissingSegment {
+                    topic: topic.to_string(),
+                    partition: self.id,
+                    from: end,
+                    to: w[1].base.saturating_sub(1),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Sealed segments followed by the active one.
     pub fn segments(&self) -> impl Iterator<Item = &SegmentMeta> {
         self.sealed.iter().chain(std::iter::once(&self.active.meta))

@@ -39,6 +39,9 @@ pub struct PartitionReader {
     topic: String,
     partition: u32,
     dir: PathBuf,
+    /// A plain (not compacted) topic: each segment starts right after the
+    /// previous one's last record, so a jump is a lost segment.
+    contiguous: bool,
     cur: SegmentCursor,
     /// Base of the next segment once the current one is known to be sealed.
     successor: Option<u64>,
@@ -50,12 +53,18 @@ pub struct PartitionReader {
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 impl PartitionReader {
-    pub(crate) fn open(dir: &Path, topic: &str, partition: u32, start: Start) -> Result<Self> {
+    pub(crate) fn open(
+        dir: &Path,
+        topic: &str,
+        partition: u32,
+        start: Start,
+        contiguous: bool,
+    ) -> Result<Self> {
         let mut attempts = 0;
         loop {
-            match Self::try_open(dir, topic, partition, start) {
-                Err(LogError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && attempts < 10 =>
+            match Self::try_open(dir, topic, partition, start, contiguous) {
+                Err(LogError::Io { cause, .. })
+                    if cause.kind() == std::io::ErrorKind::NotFound && attempts < 10 =>
                 {
                     // A segment vanished between listing and opening
                     // (retention or compaction); list again.
@@ -66,7 +75,16 @@ impl PartitionReader {
         }
     }
 
-    fn try_open(dir: &Path, topic: &str, partition: u32, start: Start) -> Result<Self> {
+    fn try_open(
+        dir: &Path,
+        topic: &str,
+        partition: u32,
+        start: Start,
+        contiguous: bool,
+    ) -> Result<Self> {
+        if contiguous {
+            check_contiguous(dir, topic, partition)?;
+        }
         let (earliest, latest) = bounds(dir)?;
         let target = match start {
             Start::Earliest => earliest,
@@ -95,6 +113,7 @@ impl PartitionReader {
             topic: topic.to_string(),
             partition,
             dir: dir.to_path_buf(),
+            contiguous,
             cur,
             successor: None,
             floor: target,
@@ -175,6 +194,14 @@ impl PartitionReader {
                 return self.at_live_end(step);
             };
             match step {
+                Step::Incomplete { available: 0 } if self.contiguous && next_base > self.floor => {
+                    return Err(LogError::MissingSegment {
+                        topic: self.topic.clone(),
+                        partition: self.partition,
+                        from: self.floor,
+                        to: next_base - 1,
+                    });
+                }
                 Step::Incomplete { available: 0 } => self.move_to(next_base)?,
                 Step::Incomplete { .. } => {
                     return Err(self
@@ -210,9 +237,7 @@ impl PartitionReader {
                     self.successor = None;
                     return Ok(());
                 }
-                Err(LogError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
+                Err(LogError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => {
                     base = self.after_vanished(base)?;
                 }
                 Err(e) => return Err(e),
@@ -259,6 +284,34 @@ fn seek_with_index(cur: &mut SegmentCursor, dir: &Path, base: u64, target: u64) 
     Ok(())
 }
 
+/// Fails with `MissingSegment` when a segment does not start right after
+/// the previous one's last record (only for plain topics: compaction leaves
+/// gaps between segments). A segment that retention deletes meanwhile is
+/// the oldest one, never a hole.
+pub(crate) fn check_contiguous(dir: &Path, topic: &str, partition: u32) -> Result<()> {
+    let bases = list_segments(dir)?;
+    for pair in bases.windows(2) {
+        let end = match sealed_end(dir, pair[0]) {
+            Err(LogError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => {
+                continue;
+            }
+            other => other?,
+        };
+        // A segment damaged before its end is a corruption, which the reader
+        // reports when it gets there (after serving what comes before it).
+        let Some(end) = end else { continue };
+        if end != pair[1] {
+            return Err(LogError::MissingSegment {
+                topic: topic.to_string(),
+                partition,
+                from: end,
+                to: pair[1].saturating_sub(1),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `(earliest, next)` offsets of a partition as visible right now.
 pub(crate) fn bounds(dir: &Path) -> Result<(u64, u64)> {
     let bases = list_segments(dir)?;
@@ -271,6 +324,21 @@ pub(crate) fn bounds(dir: &Path) -> Result<(u64, u64)> {
         ));
     };
     Ok((first, visible_next_offset(dir, last)?))
+}
+
+/// One past the last record of the sealed segment at `base` (or `base`),
+/// or `None` when damaged data ends it rather than the end of the file.
+fn sealed_end(dir: &Path, base: u64) -> Result<Option<u64>> {
+    let mut cur = SegmentCursor::open(&log_path(dir, base), base)?;
+    seek_with_index(&mut cur, dir, base, u64::MAX)?;
+    let mut last = None;
+    loop {
+        match cur.next()? {
+            Step::Record(r, _) => last = Some(r.offset),
+            Step::Incomplete { available: 0 } => return Ok(Some(last.map_or(base, |o| o + 1))),
+            _ => return Ok(None),
+        }
+    }
 }
 
 /// One past the last visible record of the segment at `base` (or `base`).

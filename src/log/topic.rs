@@ -214,12 +214,11 @@ impl TopicWriter {
         let mut parts = Vec::new();
         for p in 0..meta.config.partitions {
             let dir = partition_dir(topic_dir, p);
-            parts.push(PartitionLog::open(
-                &dir,
-                p,
-                meta.config.segment_bytes,
-                &mut report,
-            )?);
+            let part = PartitionLog::open(&dir, p, meta.config.segment_bytes, &mut report)?;
+            if !meta.config.compact {
+                part.check_contiguous(name)?;
+            }
+            parts.push(part);
         }
         Ok(TopicWriter {
             name: name.to_string(),

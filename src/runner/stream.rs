@@ -200,9 +200,9 @@ impl Shared {
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
         let (index, peers) = (worker.index(), worker.peers());
-        let log = Log::open(&self.run.log_dir).map_err(|source| SourceError::Log {
+        let log = Log::open(&self.run.log_dir).map_err(|cause| SourceError::Log {
             topic: String::new(),
-            source,
+            cause,
         })?;
         let mut committer = if index == 0 {
             Some(self.committer(&log)?)

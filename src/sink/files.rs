@@ -28,17 +28,17 @@ pub enum SinkError {
     #[error("output directory {0} already exists (use --overwrite to replace its outputs)")]
     Exists(PathBuf),
     /// An I/O error while writing.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SinkError + '_ {
-    move |source| SinkError::Io {
+    move |cause| SinkError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     }
 }
 

@@ -54,10 +54,10 @@ pub enum SourceError {
     #[error("input {input}: directory {path} holds no data files")]
     EmptyDir { input: String, path: PathBuf },
     /// An I/O error while reading.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A CSV or JSON lines file with no header line / first object.
     #[error("{path}: empty file: expected a header line")]
@@ -74,10 +74,10 @@ pub enum SourceError {
         first: PathBuf,
     },
     /// A log topic could not be read.
-    #[error("topic {topic}: {source}")]
+    #[error("{}", log_message(topic, cause))]
     Log {
         topic: String,
-        source: crate::log::LogError,
+        cause: crate::log::LogError,
     },
     /// A topic that carries no rows yet, so its columns are unknown.
     #[error(
@@ -93,7 +93,18 @@ impl SourceError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SourceError::Io {
             path: path.into(),
-            source,
+            cause: source,
         }
+    }
+}
+
+/// A log error as a source error: the log's messages mostly name the topic
+/// already; the others get it in front.
+fn log_message(topic: &str, cause: &crate::log::LogError) -> String {
+    let text = cause.to_string();
+    if text.contains(&format!("'{topic}'")) {
+        text
+    } else {
+        format!("topic {topic}: {text}")
     }
 }

@@ -38,9 +38,9 @@ impl TopicInput {
     /// Looks the topic up; it must already carry rows (its columns are set
     /// by the first producer).
     pub fn resolve(log: &Log, name: &str, topic: &str) -> Result<TopicInput, SourceError> {
-        let info = log.topic(topic).map_err(|source| SourceError::Log {
+        let info = log.topic(topic).map_err(|cause| SourceError::Log {
             topic: topic.into(),
-            source,
+            cause,
         })?;
         let format = match (info.config.row_format, info.config.columns.is_empty()) {
             (Some(f), false) => f,
@@ -88,12 +88,12 @@ impl PartitionSource {
         projection: Projection,
         from: Start,
     ) -> Result<PartitionSource, SourceError> {
-        let reader = log
-            .reader(&input.topic, partition, from)
-            .map_err(|source| SourceError::Log {
-                topic: input.topic.clone(),
-                source,
-            })?;
+        let reader =
+            log.reader(&input.topic, partition, from)
+                .map_err(|cause| SourceError::Log {
+                    topic: input.topic.clone(),
+                    cause,
+                })?;
         // Changelogs are tables, not placed in time: never filtered as late.
         let late = match (projection.late, input.compacted) {
             (Some(rule), false) => Some(LateFilter::new(
@@ -162,9 +162,9 @@ impl PartitionSource {
                 let batch =
                     self.reader
                         .next_batch(max - consumed)
-                        .map_err(|source| SourceError::Log {
+                        .map_err(|cause| SourceError::Log {
                             topic: self.input.topic.clone(),
-                            source,
+                            cause,
                         })?;
                 if batch.is_empty() {
                     break;

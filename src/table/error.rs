@@ -131,11 +131,10 @@ pub enum TableError {
     Corrupt { what: String, reason: String },
 
     /// Creating the store's directory failed.
-    #[error("cannot create {path}: {source}")]
+    #[error("cannot create {path}: {cause}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// SQLite failed (busy past the timeout, disk full, I/O error, ...).

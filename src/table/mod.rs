@@ -188,9 +188,9 @@ impl TableStore {
     /// and the catalog if missing.
     pub fn open(path: &Path) -> Result<TableStore, TableError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
+            std::fs::create_dir_all(dir).map_err(|cause| TableError::Io {
                 path: dir.to_path_buf(),
-                source,
+                cause,
             })?;
         }
         let conn = Connection::open(path)?;

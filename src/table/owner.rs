@@ -131,7 +131,7 @@ impl DeploymentLock {
         let dir = lock_dir(store);
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| TableError::Io { path, source }
+            move |cause| TableError::Io { path, cause }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let path = dir.join(format!("deployment-{}.lock", d.id));

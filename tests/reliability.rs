@@ -1,5 +1,7 @@
-//! One owner per deployment, and a log that lost what was applied: the
-//! faults that break exactly-once unless the engine refuses them.
+//! The faults that break exactly-once unless the engine refuses them: two
+//! owners of one deployment, a log that lost what was applied, a segment
+//! missing in the middle of a partition; and output that ends quietly when
+//! its reader goes away.
 //!
 //! - A second `stream` of a deployment that a live process drives is
 //!   refused (the OS lock), and the table stays exactly right.
@@ -9,6 +11,8 @@
 //!   non-zero without writing, and the table stays exactly right.
 //! - A log whose tail was cut after a deployment applied it, or whose offset
 //!   was then reused for another record, is refused on resume.
+//! - A hole between segments of a plain topic is an error for readers,
+//!   writers, `describe` and streams alike, naming the missing offsets.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -259,4 +263,65 @@ fn printing_commands_end_quietly_on_a_closed_pipe() {
         let (ok, err) = stderr_of(child);
         assert!(ok && !err.contains("panicked"), "kappa {args:?}: {err}");
     }
+}
+
+#[test]
+fn a_missing_middle_segment_is_an_error_everywhere() {
+    let w = World::new();
+    w.ok(&["log", "create", "t", "--segment-bytes", "100000"]);
+    let mut text = String::from("v\n");
+    for i in 0..20_000 {
+        text.push_str(&format!("{i}\n"));
+    }
+    let file = w.write("rows.csv", &text);
+    w.ok(&["log", "produce", "t", "--file", &file]);
+    let dir = w.path("log/t/partition-0");
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    assert!(segments.len() >= 4, "{segments:?}");
+    let hole = &segments[2];
+    let next_base: u64 = segments[3]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let base: u64 = hole.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    std::fs::remove_file(hole).unwrap();
+    std::fs::remove_file(hole.with_extension("index")).unwrap();
+    let missing = format!(
+        "topic 't' partition 0 is missing offsets {base} to {}",
+        next_base - 1
+    );
+    let seven = (base + 10).to_string();
+    for args in [
+        &["log", "consume", "t"][..],
+        &["log", "consume", "t", "--offset", &seven],
+        &["log", "describe", "t"],
+        &["log", "produce", "t", "--file", &file],
+        &[
+            "stream",
+            "count-by",
+            "-i",
+            "input=t",
+            "-p",
+            "key=v",
+            "--until-caught-up",
+        ],
+    ] {
+        let err = w.fails(args);
+        assert!(err.contains(&missing), "kappa {args:?}: {err}");
+        // The cause is said once.
+        assert_eq!(err.matches("is missing offsets").count(), 1, "{err}");
+    }
+    // Retention deleting the oldest segment is not a hole.
+    std::fs::remove_file(&segments[0]).unwrap();
+    std::fs::remove_file(segments[0].with_extension("index")).unwrap();
+    let err = w.fails(&["log", "describe", "t"]);
+    assert!(err.contains(&missing), "{err}");
 }
