@@ -62,7 +62,7 @@ impl Job for TopK {
             .map(|c| schema.index(c))
             .collect::<Result<_, _>>()?;
         let by = schema.index(params.get("by"))?;
-        let k: usize = params.parse("k")?;
+        let k = usize::try_from(params.positive("k")?).unwrap_or(usize::MAX);
         let descending = match params.get("order") {
             "desc" => true,
             "asc" => false,

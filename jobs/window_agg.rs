@@ -83,10 +83,7 @@ impl Job for WindowAgg {
         let bad = |name: &str, reason: String| params.bad(name, reason);
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
         let window = WindowSpec::parse(params.get("window"), unit).map_err(|e| bad("window", e))?;
-        let max_windows = match params.get("max_windows").parse::<i64>() {
-            Ok(n) if n > 0 => n,
-            _ => return Err(bad("max_windows", "expected a positive integer".into())),
-        };
+        let max_windows = i64::try_from(params.positive("max_windows")?).unwrap_or(i64::MAX);
         window
             .check_windows_per_event(max_windows)
             .map_err(|e| bad("window", e))?;

@@ -320,6 +320,14 @@ impl Params {
         })
     }
 
+    /// A parameter that must be a positive integer (a count, a size).
+    pub fn positive(&self, name: &str) -> Result<u64, PlanError> {
+        match self.get(name).trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(self.bad(name, "expected a positive integer")),
+        }
+    }
+
     /// The late-event rule the parameters of [`LATE_PARAMS`] ask for, for an
     /// event-time column at `column` (projected) in `unit`: `None` under the
     /// default policy `correct`.

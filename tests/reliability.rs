@@ -325,3 +325,103 @@ fn a_missing_middle_segment_is_an_error_everywhere() {
     let err = w.fails(&["log", "describe", "t"]);
     assert!(err.contains(&missing), "{err}");
 }
+
+/// CRLF files get the same line numbers as LF files, from `run` and from
+/// `produce` (errors and the summary alike).
+#[test]
+fn crlf_files_are_located_by_their_real_lines() {
+    let w = World::new();
+    for (name, eol) in [("lf.csv", "\n"), ("crlf.csv", "\r\n")] {
+        let bad = w.write(name, &["a,b", "1,2", "\"q", "q\",2", "x,y,z", ""].join(eol));
+        let out = w.path(&format!("out-{name}"));
+        let err = w.fails(&[
+            "run",
+            "count-by",
+            "-i",
+            &format!("input={bad}"),
+            "-p",
+            "key=a",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            err.contains(&format!("{name}: line 5: expected 2 fields, found 3")),
+            "{err}"
+        );
+        w.ok(&["log", "create", name.trim_end_matches(".csv")]);
+        let err = w.fails(&[
+            "log",
+            "produce",
+            name.trim_end_matches(".csv"),
+            "--file",
+            &bad,
+        ]);
+        assert!(
+            err.contains(&format!("{name}: line 5: expected 2 fields")),
+            "{err}"
+        );
+        let good = w.write(
+            &format!("good-{name}"),
+            &["a,b", "1,2", "3,4", ""].join(eol),
+        );
+        let summary = w.ok(&[
+            "log",
+            "produce",
+            name.trim_end_matches(".csv"),
+            "--file",
+            &good,
+        ]);
+        assert!(summary.contains("lines 2-3"), "{summary}");
+    }
+}
+
+/// The same text is the same value in every format: an integer literal too
+/// large for an i64 stays that text in JSON lines, as it does in CSV.
+#[test]
+fn a_number_is_typed_by_its_text_in_json_as_in_csv() {
+    let w = World::new();
+    let json = w.write(
+        "big.jsonl",
+        "{\"a\":99999999999999999999}\n{\"a\":1.50}\n{\"a\":7}\n",
+    );
+    let csv = w.write("big.csv", "a\n99999999999999999999\n1.50\n7\n");
+    let mut outputs = Vec::new();
+    for file in [json, csv] {
+        let out = w.path(&format!("out-{}", outputs.len()));
+        w.ok(&[
+            "run",
+            "count-by",
+            "-i",
+            &format!("input={file}"),
+            "-p",
+            "key=a",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        outputs.push(std::fs::read_to_string(out.join("counts.csv")).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert!(
+        outputs[0].contains("99999999999999999999,1"),
+        "{}",
+        outputs[0]
+    );
+    let csv = w.path("big.csv").display().to_string();
+    let out = w.path("top").display().to_string();
+    let err = w.fails(&[
+        "run",
+        "top-k",
+        "-i",
+        &format!("input={csv}"),
+        "-p",
+        "by=a",
+        "-p",
+        "k=abc",
+        "-o",
+        &out,
+    ]);
+    assert!(
+        err.contains("parameter k: expected a positive integer"),
+        "{err}"
+    );
+}

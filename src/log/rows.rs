@@ -142,15 +142,14 @@ pub fn typed(
 
 /// The value of a JSON element, mapped as the JSON lines file reader does
 /// (`source/lines.rs`): booleans become the strings `true`/`false`, arrays and
-/// objects their JSON text.
+/// objects their JSON text. A number is typed from its text exactly as a CSV
+/// field with that text ([`Value::infer`]): an integer that does not fit an
+/// `i64` stays its text rather than becoming an approximate float.
 pub fn from_json(json: Json) -> Value {
     match json {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::str(if b { "true" } else { "false" }),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::float(n.as_f64().unwrap_or(f64::NAN)),
-        },
+        Json::Number(n) => Value::infer(&n.to_string()),
         Json::String(s) => Value::str(&s),
         other => Value::str(&other.to_string()),
     }

@@ -150,6 +150,7 @@ impl Committer {
         if !state.accepts_epochs() {
             return Err(TableError::StateConflict {
                 id: self.lease.deployment,
+                name: self.store.deployment(self.lease.deployment)?.to_string(),
                 state,
                 action: "apply epochs",
             });

@@ -126,7 +126,7 @@ impl StreamRun {
         // of an earlier owner can land after this.
         let lease = store.take_over(self.deployment, &this_process())?;
         let d = store.deployment(self.deployment)?;
-        let name = format!("{} {}", d.output_names().join(","), d.version);
+        let name = d.to_string();
         let committed = store.input_offsets(self.deployment)?;
         let mut resume = BTreeMap::new();
         let mut applied = BTreeMap::new();

@@ -65,14 +65,16 @@ pub(super) fn read(
         if std::mem::take(&mut skip_header) {
             continue;
         }
-        let line = record.position().map_or(1, |p| p.line());
+        // The csv crate's line numbers run one behind after each CRLF, so
+        // a bad row is located by its byte offset instead.
+        let byte = record.position().map_or(0, |p| p.byte());
         if record.len() != width {
             // A lone empty field is a blank line, which CSV readers skip.
             if record.len() == 1 && record[0].is_empty() {
                 continue;
             }
             let problem = format!("expected {width} fields, found {}", record.len());
-            r.bad_row(line, None, problem)?;
+            r.bad_row_at_byte(byte, None, problem)?;
             continue;
         }
         match typed_row(r, &record, &mut row) {
@@ -80,7 +82,7 @@ pub(super) fn read(
                 rows += 1;
                 emit(&mut row);
             }
-            Err((column, problem)) => r.bad_row(line, Some(column), problem)?,
+            Err((column, problem)) => r.bad_row_at_byte(byte, Some(column), problem)?,
         }
         if rows % PROGRESS_EVERY == 0 {
             let at = record.position().map_or(0, |p| p.byte());

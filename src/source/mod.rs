@@ -240,6 +240,7 @@ pub fn read_chunk(
         options,
         bad,
         base_line: None,
+        line_cursor: None,
     };
     match input.format {
         Format::Csv => csv::read(&mut reader, progress, emit),
@@ -258,6 +259,9 @@ struct ChunkReader<'a> {
     /// Line number of the chunk's first byte, counted only when a bad row
     /// needs it (counting lines up front would cost a pass over the prefix).
     base_line: Option<u64>,
+    /// `(byte offset, its line)` of the last bad row located by offset: bad
+    /// rows come in file order, so locating them all scans the file once.
+    line_cursor: Option<(u64, u64)>,
 }
 
 impl ChunkReader<'_> {
@@ -279,6 +283,11 @@ impl ChunkReader<'_> {
                 *self.base_line.get_or_insert(b)
             }
         };
+        Ok(self.locate_line(base + line_in_chunk - 1, column))
+    }
+
+    /// Locates a row by its line in the file (1-based) and a column.
+    fn locate_line(&self, line: u64, column: Option<usize>) -> RowLocation {
         let column = column.map(|c| {
             (
                 c + 1,
@@ -292,9 +301,9 @@ impl ChunkReader<'_> {
         });
         let place = Place::Line {
             path: self.path().to_path_buf(),
-            line: base + line_in_chunk - 1,
+            line,
         };
-        Ok(RowLocation { place, column })
+        RowLocation { place, column }
     }
 
     /// Reports a bad row: an error under `Fail`, a counted skip under `Skip`.
@@ -305,6 +314,33 @@ impl ChunkReader<'_> {
         problem: String,
     ) -> Result<(), SourceError> {
         let at = self.locate(line_in_chunk, column)?;
+        self.report(at, problem)
+    }
+
+    /// [`bad_row`](Self::bad_row) for a row starting at byte `byte_in_chunk`:
+    /// its line is counted from the bytes, whatever the line endings.
+    fn bad_row_at_byte(
+        &mut self,
+        byte_in_chunk: u64,
+        column: Option<usize>,
+        problem: String,
+    ) -> Result<(), SourceError> {
+        // After a CRLF the csv crate starts the next record at the `\n`:
+        // counting it too puts the row on its own line either way.
+        let offset = self.chunk.start + byte_in_chunk + 1;
+        let (from, line) = match self.line_cursor {
+            Some((o, l)) if o <= offset => (o, l),
+            _ => (0, 1),
+        };
+        let line = line
+            + split::newlines_between(self.path(), from, offset)
+                .map_err(|e| SourceError::io(self.path(), e))?;
+        self.line_cursor = Some((offset, line));
+        let at = self.locate_line(line, column);
+        self.report(at, problem)
+    }
+
+    fn report(&mut self, at: RowLocation, problem: String) -> Result<(), SourceError> {
         match self.options.on_bad_row {
             BadRowPolicy::Fail => Err(SourceError::BadRow { at, problem }),
             BadRowPolicy::Skip => {

@@ -160,9 +160,16 @@ fn csv_cuts(path: &Path, targets: &[u64]) -> io::Result<Option<Vec<u64>>> {
 
 /// The 1-based line number of the byte at `offset` (newlines before it, plus one).
 pub fn line_at(path: &Path, offset: u64) -> io::Result<u64> {
-    let mut file = File::open(path)?.take(offset);
+    Ok(1 + newlines_between(path, 0, offset)?)
+}
+
+/// The newlines (`\n`, so CRLF files count right) in bytes `from..to`.
+pub fn newlines_between(path: &Path, from: u64, to: u64) -> io::Result<u64> {
+    let mut file = File::open(path)?;
+    file.seek(io::SeekFrom::Start(from))?;
+    let mut file = file.take(to.saturating_sub(from));
     let mut buf = vec![0u8; 1 << 20];
-    let mut lines = 1u64;
+    let mut lines = 0u64;
     loop {
         let n = file.read(&mut buf)?;
         if n == 0 {

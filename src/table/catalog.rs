@@ -19,7 +19,7 @@ use super::deployment::{
     Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
 };
 use super::epoch::InputOffset;
-use super::owner::{Lease, require_lease};
+use super::owner::{Lease, describe, require_lease};
 use super::{TableError, TableStore, ident, now_ms, swap};
 
 /// The columns `read_deployment` expects, in order.
@@ -41,6 +41,7 @@ impl TableStore {
                     return Err(TableError::LiveConflict {
                         output: o.name.clone(),
                         live,
+                        live_version: deployment_in(&tx, live)?.version,
                     });
                 }
             }
@@ -228,6 +229,7 @@ impl TableStore {
         if state != DeploymentState::Retired {
             return Err(TableError::StateConflict {
                 id,
+                name: name_in(&tx, id),
                 state,
                 action: "be reopened (only a retired deployment can)",
             });
@@ -328,9 +330,20 @@ pub(super) fn require_accepting(
 ) -> Result<(), TableError> {
     let state = state_in(conn, id)?;
     if !state.accepts_epochs() {
-        return Err(TableError::StateConflict { id, state, action });
+        let name = name_in(conn, id);
+        return Err(TableError::StateConflict {
+            id,
+            name,
+            state,
+            action,
+        });
     }
     Ok(())
+}
+
+/// How errors name a deployment: `sessions v2` (or its id when unreadable).
+pub(super) fn name_in(conn: &Connection, id: i64) -> String {
+    deployment_in(conn, id).map_or_else(|_| format!("deployment {id}"), |d| describe(&d))
 }
 
 pub(super) fn set_state(

@@ -197,6 +197,13 @@ pub struct Deployment {
     pub note: Option<String>,
 }
 
+/// How users know a deployment: its outputs and version, `sessions v2`.
+impl fmt::Display for Deployment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.output_names().join(","), self.version)
+    }
+}
+
 impl Deployment {
     /// The table of output `index` (in plan order): `OUTPUT__vN`.
     pub fn table(&self, index: usize) -> String {

@@ -223,6 +223,7 @@ pub(super) fn write_offsets(
             if o.next < committed {
                 return Err(TableError::OffsetRegression {
                     id,
+                    name: super::catalog::name_in(conn, id),
                     input: o.input.clone(),
                     partition: o.partition,
                     committed,

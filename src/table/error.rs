@@ -58,9 +58,11 @@ pub enum TableError {
     InvalidDeployment { job: String, reason: String },
 
     /// The action is not allowed in the deployment's current state.
-    #[error("deployment {id} is {state}: cannot {action}")]
+    #[error("{name} is {state}: cannot {action}")]
     StateConflict {
         id: i64,
+        /// How users know it: its outputs and version (`sessions v2`).
+        name: String,
         state: DeploymentState,
         action: &'static str,
     },
@@ -82,18 +84,24 @@ pub enum TableError {
 
     /// A second live deployment for an output was requested.
     #[error(
-        "output '{output}' already has a live deployment ({live}); create a building one and swap"
+        "output '{output}' already has a live version ({}); create a building one and swap",
+        live_version
     )]
-    LiveConflict { output: String, live: i64 },
+    LiveConflict {
+        output: String,
+        live: i64,
+        live_version: super::deployment::TableVersion,
+    },
 
     /// An epoch's offset is below the one already committed: the caller is
     /// replaying from the wrong place, and applying would count twice.
     #[error(
-        "deployment {id}: offset for input '{input}' partition {partition} would go back \
+        "{name}: offset for input '{input}' partition {partition} would go back \
          from {committed} to {given}"
     )]
     OffsetRegression {
         id: i64,
+        name: String,
         input: String,
         partition: u32,
         committed: u64,

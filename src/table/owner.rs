@@ -51,7 +51,7 @@ pub fn this_process() -> String {
 
 /// What errors call a deployment: its outputs and version (`sessions v2`).
 pub(super) fn describe(d: &Deployment) -> String {
-    format!("{} {}", d.output_names().join(","), d.version)
+    d.to_string()
 }
 
 impl TableStore {

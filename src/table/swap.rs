@@ -57,6 +57,7 @@ impl TableStore {
             DeploymentState::Dropped => {
                 return Err(TableError::StateConflict {
                     id,
+                    name: super::owner::describe(&d),
                     state: d.state,
                     action: "be swapped in (its tables were dropped)",
                 });
@@ -141,6 +142,7 @@ fn drop_in(conn: &Connection, id: i64) -> Result<(), TableError> {
     if matches!(state, DeploymentState::Live | DeploymentState::Dropped) {
         return Err(TableError::StateConflict {
             id,
+            name: super::catalog::name_in(conn, id),
             state,
             action: "be dropped (only a building or retired deployment can)",
         });

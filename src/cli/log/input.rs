@@ -9,7 +9,10 @@
 //! key that is not a column makes the row bad, a string equal to the
 //! `--null` marker is null. Every problem names the input line.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io::{BufRead, Read};
+use std::rc::Rc;
 
 use serde_json::{Map, Value as Json};
 
@@ -46,6 +49,7 @@ pub enum RowReader {
         rdr: csv::Reader<Box<dyn Read>>,
         rec: csv::StringRecord,
         columns: usize,
+        lines: Lines,
     },
     Jsonl {
         input: Box<dyn BufRead>,
@@ -59,13 +63,21 @@ pub enum RowReader {
 impl RowReader {
     pub fn new(format: RowFormat, input: Box<dyn BufRead>) -> Self {
         match format {
-            RowFormat::Csv => RowReader::Csv {
-                rdr: csv::ReaderBuilder::new()
-                    .flexible(true)
-                    .from_reader(Box::new(input) as Box<dyn Read>),
-                rec: csv::StringRecord::new(),
-                columns: 0,
-            },
+            RowFormat::Csv => {
+                let lines = Lines::default();
+                let tracked = Tracked {
+                    inner: input,
+                    lines: lines.clone(),
+                };
+                RowReader::Csv {
+                    rdr: csv::ReaderBuilder::new()
+                        .flexible(true)
+                        .from_reader(Box::new(tracked) as Box<dyn Read>),
+                    rec: csv::StringRecord::new(),
+                    columns: 0,
+                    lines,
+                }
+            }
             RowFormat::Jsonl => RowReader::Jsonl {
                 input,
                 line: 0,
@@ -80,7 +92,9 @@ impl RowReader {
     pub fn read_header(&mut self) -> Result<Option<Vec<String>>, InputError> {
         match self {
             RowReader::Csv { rdr, columns, .. } => {
-                let header = rdr.headers().map_err(|e| csv_error(e, 1))?;
+                let header = rdr
+                    .headers()
+                    .map_err(|e| csv_error(e, 1, &Lines::default()))?;
                 *columns = header.len();
                 Ok((!header.is_empty()).then(|| header.iter().map(String::from).collect()))
             }
@@ -115,12 +129,21 @@ impl RowReader {
         value: &mut Vec<u8>,
     ) -> Result<Option<Row>, InputError> {
         match self {
-            RowReader::Csv { rdr, rec, columns } => {
-                let line = rec.position().map_or(1, |p| p.line()) + 1;
-                if !rdr.read_record(rec).map_err(|e| csv_error(e, line))? {
+            RowReader::Csv {
+                rdr,
+                rec,
+                columns,
+                lines,
+            } => {
+                let line = lines.line_of(rec.position().map_or(0, |p| p.byte())) + 1;
+                if !rdr
+                    .read_record(rec)
+                    .map_err(|e| csv_error(e, line, lines))?
+                {
                     return Ok(None);
                 }
-                csv_row(rec, *columns, spec, value).map(Some)
+                let line = lines.line_of(rec.position().map_or(0, |p| p.byte()));
+                csv_row(rec, line, *columns, spec, value).map(Some)
             }
             RowReader::Jsonl {
                 input,
@@ -142,8 +165,57 @@ impl RowReader {
     }
 }
 
-fn csv_error(e: csv::Error, line: u64) -> InputError {
-    let line = e.position().map_or(line, |p| p.line());
+/// The input's line numbers, counted from its `\n` bytes as the csv reader
+/// reads them (the csv crate's own run one behind after each CRLF).
+#[derive(Clone, Default)]
+pub struct Lines(Rc<RefCell<LineState>>);
+
+#[derive(Default)]
+struct LineState {
+    /// Offsets of newlines read but not yet passed by a record.
+    pending: VecDeque<u64>,
+    /// Bytes read so far.
+    read: u64,
+    /// Newlines passed.
+    passed: u64,
+}
+
+impl Lines {
+    /// The line of the record that starts at byte `at`. Records come in
+    /// order; after a CRLF the csv crate starts the next one at the `\n`,
+    /// which is counted as the end of the line before.
+    fn line_of(&self, at: u64) -> u64 {
+        let mut s = self.0.borrow_mut();
+        while s.pending.front().is_some_and(|&n| n <= at) {
+            s.pending.pop_front();
+            s.passed += 1;
+        }
+        1 + s.passed
+    }
+}
+
+/// The input as the csv reader reads it, noting where its newlines are.
+struct Tracked {
+    inner: Box<dyn BufRead>,
+    lines: Lines,
+}
+
+impl Read for Tracked {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut s = self.lines.0.borrow_mut();
+        let start = s.read;
+        s.pending
+            .extend(memchr::memchr_iter(b'\n', &buf[..n]).map(|i| start + i as u64));
+        s.read += n as u64;
+        Ok(n)
+    }
+}
+
+fn csv_error(e: csv::Error, line: u64, lines: &Lines) -> InputError {
+    let line = e
+        .position()
+        .map_or(line, |p| lines.line_of(p.byte()).max(p.line()));
     match e.into_kind() {
         csv::ErrorKind::Io(io) => InputError::Io(io),
         csv::ErrorKind::Utf8 { err, .. } => InputError::Bad {
@@ -159,11 +231,11 @@ fn csv_error(e: csv::Error, line: u64) -> InputError {
 
 fn csv_row(
     rec: &csv::StringRecord,
+    line: u64,
     columns: usize,
     spec: &RowSpec,
     value: &mut Vec<u8>,
 ) -> Result<Row, InputError> {
-    let line = rec.position().map_or(0, |p| p.line());
     let bad = |problem: String| InputError::Bad { line, problem };
     if rec.len() != columns {
         return Err(bad(format!(
