@@ -267,6 +267,15 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Seals the active segment when it holds records, so that an explicit
+    /// compaction reaches every record appended so far.
+    pub fn seal_active(&mut self) -> Result<()> {
+        if self.active.meta.last_offset.is_some() {
+            self.roll()?;
+        }
+        Ok(())
+    }
+
     /// Makes every append so far durable.
     pub fn sync(&mut self) -> Result<()> {
         if self.active.dirty {

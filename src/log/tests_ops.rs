@@ -175,6 +175,31 @@ fn compaction_keeps_latest_per_key() {
 }
 
 #[test]
+fn an_explicit_compaction_reaches_the_log_end() {
+    let f = fixture();
+    let cfg = TopicConfig {
+        compact: true,
+        ..TopicConfig::default()
+    };
+    f.log.create_topic("c", cfg).unwrap();
+    let mut w = f.log.writer("c").unwrap();
+    for i in 0..10u64 {
+        w.append(&[RecordIn::new(Some(b"k"), &val(i))]).unwrap();
+    }
+    drop(w);
+    // Everything is in the segment being written: it is sealed and compacted.
+    let reports = f.log.compact("c", 0).unwrap();
+    assert_eq!(reports[0].records_removed, 9);
+    let after = read_all(&f.log, "c", 0, Start::Earliest).unwrap();
+    assert_eq!(after.iter().map(|r| r.offset).collect::<Vec<_>>(), [9]);
+    let mut w = f.log.writer("c").unwrap();
+    assert_eq!(
+        w.append(&[RecordIn::new(Some(b"k"), &val(10))]).unwrap(),
+        [(0, 10)]
+    );
+}
+
+#[test]
 fn compaction_swap_is_crash_safe_at_every_step() {
     let old = {
         let f = compacted_fixture();

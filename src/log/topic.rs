@@ -402,6 +402,9 @@ impl TopicWriter {
         let retention = self.meta.config.delete_retention_ms;
         let mut out = Vec::new();
         for p in &mut self.parts {
+            // Compaction never rewrites the active segment: an explicit one
+            // first seals it, so that it covers everything up to the log end.
+            p.seal_active()?;
             match compact_partition(p, now, retention, steps)? {
                 Some(r) => out.push(r),
                 None => return Ok(None),
