@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod crash_campaign;
 mod event_time;
 mod event_time_props;
 mod log_cli;
