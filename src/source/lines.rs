@@ -19,8 +19,14 @@ use crate::value::{Row, Value};
 /// The keys of the first object in a JSON lines file.
 pub(super) fn read_json_header(path: &Path) -> Result<Vec<String>, SourceError> {
     let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(|e| SourceError::io(path, e))?;
+    for (number, line) in (1..).zip(BufReader::new(file).lines()) {
+        let line = line.map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => SourceError::BadHeader {
+                path: path.into(),
+                problem: format!("line {number}: invalid UTF-8"),
+            },
+            _ => SourceError::io(path, e),
+        })?;
         if line.trim().is_empty() {
             continue;
         }

@@ -19,6 +19,9 @@ pub mod sample;
 pub mod split;
 pub mod topic;
 
+#[cfg(test)]
+mod tests_fuzz;
+
 use std::path::{Path, PathBuf};
 
 pub use error::{Place, RowLocation, SourceError};
