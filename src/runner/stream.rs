@@ -281,7 +281,7 @@ impl Shared {
             combiner.flush(session);
         }
         for (input, part) in &parts {
-            self.check_replayed(*input, part)?;
+            self.check_replayed(&log, *input, part)?;
         }
         self.announce_watermarks(&parts, &mut watermarks, index);
         // Bad rows are counted as they are met, so each commit reports the
@@ -452,9 +452,26 @@ impl Shared {
     /// deployment applied, up to the committed offset, and the last applied
     /// record must be the very one it applied (Kafka's leader-epoch check,
     /// with the record's checksum as the epoch).
-    fn check_replayed(&self, input: usize, part: &PartitionSource) -> Result<(), RunError> {
+    fn check_replayed(
+        &self,
+        log: &Log,
+        input: usize,
+        part: &PartitionSource,
+    ) -> Result<(), RunError> {
         let committed = self.resume[&(input, part.partition())];
         let topic = &self.run.inputs[input];
+        // Compaction may have removed the records before the log end, so the
+        // end is the log's next offset, not where the reader stopped.
+        let info = log.topic(&topic.topic).map_err(|cause| SourceError::Log {
+            topic: topic.topic.clone(),
+            cause,
+        })?;
+        let log_end = info
+            .partitions
+            .iter()
+            .find(|p| p.partition == part.partition())
+            .map_or(0, |p| p.latest)
+            .max(part.position());
         let lost = |log_end: u64, detail: String| RunError::LogRewritten {
             deployment: self.name.clone(),
             topic: topic.topic.clone(),
@@ -463,12 +480,11 @@ impl Shared {
             log_end,
             detail,
         };
-        if part.position() < committed {
+        if log_end < committed {
             return Err(lost(
-                part.position(),
+                log_end,
                 format!(
-                    "the partition ends at offset {}, before the offsets the deployment applied",
-                    part.position()
+                    "the partition ends at offset {log_end}, before the offsets the deployment applied"
                 ),
             ));
         }
@@ -487,7 +503,7 @@ impl Shared {
             ),
             _ => format!("the record at offset {offset}, the last one applied, is not in the log"),
         };
-        Err(lost(part.position(), detail))
+        Err(lost(log_end, detail))
     }
 
     /// Opens this worker's partitions at their earliest retained offsets.
