@@ -61,10 +61,10 @@ fn wait_for_lock(w: &World) -> PathBuf {
 fn wait_for_epoch(db: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(store) = kappa::table::TableStore::open_existing(db) {
-            if store.deployment(1).is_ok_and(|d| d.progress.epochs > 0) {
-                return;
-            }
+        let committed = kappa::table::TableStore::open_existing(db)
+            .is_ok_and(|store| store.deployment(1).is_ok_and(|d| d.progress.epochs > 0));
+        if committed {
+            return;
         }
         assert!(Instant::now() < deadline, "no epoch was committed");
         std::thread::sleep(Duration::from_millis(5));
