@@ -31,10 +31,20 @@ fn distinct_rows(w: &World, n: usize) {
     w.ok(&["log", "produce", "t", "--file", &file]);
 }
 
+/// `kappa stream count-by` over topic `t` into table `c`.
+const COUNT_BY: &[&str] = &[
+    "stream", "count-by", "-i", "input=t", "-p", "key=v", "--table", "c",
+];
+
+/// `COUNT_BY` followed by `extra`.
+fn count_by_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let base: &[&'a str] = COUNT_BY;
+    base.iter().chain(extra).copied().collect()
+}
+
+/// Starts `COUNT_BY` quietly, with `extra` arguments.
 fn count_by(w: &World, extra: &[&str]) -> Child {
-    let mut args = vec![
-        "stream", "count-by", "-i", "input=t", "-p", "key=v", "--table", "c", "--quiet",
-    ];
+    let mut args = count_by_args(&["--quiet"]);
     args.extend(extra);
     w.kappa(&args)
         .stdout(Stdio::null())
@@ -85,19 +95,11 @@ fn a_second_stream_of_a_driven_deployment_is_refused() {
     distinct_rows(&w, 60_000);
     let first = count_by(&w, &["--max-batch", "500", "--until-caught-up"]);
     wait_for_lock(&w);
-    let second = w.fails(&[
-        "stream",
-        "count-by",
-        "-i",
-        "input=t",
-        "-p",
-        "key=v",
-        "--table",
-        "c",
+    let second = w.fails(&count_by_args(&[
         "--max-batch",
         "100000",
         "--until-caught-up",
-    ]);
+    ]));
     let pid = first.id().to_string();
     assert!(
         second.contains("c v1 is already driven by another process") && second.contains(&pid),
@@ -108,17 +110,7 @@ fn a_second_stream_of_a_driven_deployment_is_refused() {
     let verify = w.ok(&["table", "verify", "c"]);
     assert!(verify.contains("identical (60000 rows"), "{verify}");
     // The lock died with its holder: the next stream resumes.
-    w.ok(&[
-        "stream",
-        "count-by",
-        "-i",
-        "input=t",
-        "-p",
-        "key=v",
-        "--table",
-        "c",
-        "--until-caught-up",
-    ]);
+    w.ok(&count_by_args(&["--until-caught-up"]));
 }
 
 #[test]
@@ -163,17 +155,7 @@ fn a_log_that_lost_or_rewrote_applied_records_is_refused() {
     w.ok(&["log", "create", "t", "--partitions", "1"]);
     let rows = w.write("rows.csv", "v\na\nb\nc\n");
     w.ok(&["log", "produce", "t", "--file", &rows]);
-    let stream = [
-        "stream",
-        "count-by",
-        "-i",
-        "input=t",
-        "-p",
-        "key=v",
-        "--table",
-        "c",
-        "--until-caught-up",
-    ];
+    let stream = count_by_args(&["--until-caught-up"]);
     w.ok(&stream);
     // A torn tail (or a power loss under --fsync never): the last record is gone.
     let segment = last_segment(&w, 0);
@@ -232,17 +214,7 @@ fn printing_commands_end_quietly_on_a_closed_pipe() {
     use std::io::{BufRead, BufReader};
     let w = World::new();
     distinct_rows(&w, 60_000);
-    w.ok(&[
-        "stream",
-        "count-by",
-        "-i",
-        "input=t",
-        "-p",
-        "key=v",
-        "--table",
-        "c",
-        "--until-caught-up",
-    ]);
+    w.ok(&count_by_args(&["--until-caught-up"]));
     for args in [
         &["table", "show", "c", "--limit", "60000"][..],
         &["table", "show", "c", "--limit", "60000", "--csv"],
