@@ -336,6 +336,11 @@ impl Params {
         let lateness = parse_duration(self.get("allowed_lateness"), unit)
             .map_err(|e| bad("allowed_lateness", e))?;
         match self.get("late") {
+            // A lateness without the drop policy would be silently ignored.
+            "correct" if lateness != 0 => Err(bad(
+                "allowed_lateness",
+                "applies only with late=drop (--late drop); late=correct keeps every event".into(),
+            )),
             "correct" => Ok(None),
             "drop" => Ok(Some(LateRule { column, lateness })),
             other => Err(bad(

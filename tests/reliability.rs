@@ -397,3 +397,42 @@ fn a_number_is_typed_by_its_text_in_json_as_in_csv() {
         "{err}"
     );
 }
+
+/// Flags and paths that would have no effect, or the wrong one, are refused
+/// with a clear error before anything is read.
+#[test]
+fn ineffective_flags_and_wrong_paths_are_refused() {
+    let w = World::new();
+    let events = w.write("e.csv", "k,t\na,1\n");
+    let file = w.write("a-file", "x");
+    let input = format!("input={events}");
+    let window_agg = [
+        "run",
+        "window-agg",
+        "-i",
+        &input,
+        "-p",
+        "time=t",
+        "-p",
+        "window=tumbling:10",
+    ];
+    let err = w.fails(&[&window_agg[..], &["--allowed-lateness", "10", "-o", "out1"]].concat());
+    assert!(err.contains("applies only with late=drop"), "{err}");
+    let err = w.fails(&[&window_agg[..], &["-o", &file]].concat());
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    let err = w.fails(&[
+        "nexmark",
+        "gen",
+        "--events",
+        "10",
+        "--topic-prefix",
+        "x",
+        "-o",
+        "nx",
+    ]);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let empty = w.write("empty-col.csv", "a,,c\n1,2,3\n");
+    w.ok(&["log", "create", "ec"]);
+    let err = w.fails(&["log", "produce", "ec", "--file", &empty]);
+    assert!(err.contains("column 2 has an empty name"), "{err}");
+}

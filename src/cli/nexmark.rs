@@ -53,7 +53,12 @@ struct GenArgs {
     #[arg(long, value_name = "N")]
     events: u64,
     /// Write the topics {PREFIX}-person, {PREFIX}-auction and {PREFIX}-bid.
-    #[arg(long, value_name = "PREFIX", default_value = "nexmark")]
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "nexmark",
+        conflicts_with = "output"
+    )]
     topic_prefix: String,
     /// Write DIR/person.csv, DIR/auction.csv and DIR/bid.csv instead of topics.
     #[arg(long, short, value_name = "DIR")]
@@ -62,7 +67,7 @@ struct GenArgs {
     #[arg(long)]
     overwrite: bool,
     /// Partitions of topics that do not exist yet.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 2, conflicts_with = "output")]
     partitions: u32,
     /// Event time of the first event (epoch ms).
     #[arg(long, value_name = "MS", default_value_t = 1_700_000_000_000)]

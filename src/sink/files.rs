@@ -27,6 +27,10 @@ pub enum SinkError {
     /// The output directory exists and `--overwrite` was not given.
     #[error("output directory {0} already exists (use --overwrite to replace its outputs)")]
     Exists(PathBuf),
+    /// The output path is a file, not a directory (even `--overwrite`
+    /// replaces only outputs inside a directory).
+    #[error("output path {0} is a file, not a directory")]
+    NotADirectory(PathBuf),
     /// An I/O error while writing.
     #[error("cannot write {path}: {cause}")]
     Io {
@@ -44,6 +48,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SinkError + '_ {
 
 /// Checks, before any work is done, that `dir` may be written.
 pub fn check_target(dir: &Path, overwrite: bool) -> Result<(), SinkError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(SinkError::NotADirectory(dir.to_path_buf()));
+    }
     if dir.exists() && !overwrite {
         return Err(SinkError::Exists(dir.to_path_buf()));
     }

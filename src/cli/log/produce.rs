@@ -217,6 +217,9 @@ fn prepare(
         Err(InputError::Bad { line, problem }) => bail!("{source}: line {line}: {problem}"),
         Err(InputError::Io(e)) => return Err(e).with_context(|| format!("cannot read {source}")),
     };
+    if let Some(i) = header.iter().position(|c| c.is_empty()) {
+        bail!("{source}: column {} has an empty name in the header", i + 1);
+    }
     let dup = (1..header.len()).find(|&i| header[..i].contains(&header[i]));
     if let Some(i) = dup {
         bail!(
