@@ -46,6 +46,16 @@ impl World {
             .env("RUST_LOG", "warn");
         cmd
     }
+    /// Starts `kappa ARGS` in the background with its output discarded
+    /// (a process the test is going to kill).
+    pub fn spawn_silent(&self, args: &[String]) -> std::process::Child {
+        self.kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     /// Runs kappa, expecting success; returns stdout then stderr.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.kappa(args).output().unwrap();

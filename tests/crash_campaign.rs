@@ -18,7 +18,6 @@
 //! or different campaign by hand.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -224,12 +223,7 @@ fn sigkills_everywhere_lose_nothing_and_count_nothing_twice() {
             w.ok(&["log", "produce", "ev", "--file", &file]);
             acked.extend(ids.iter().copied());
         }
-        let mut child = w
-            .kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = w.spawn_silent(&args);
         // Quick commands are killed early, long-running ones at any moment.
         let window = if matches!(kind, "stream" | "reprocess" | "rollback") {
             300

@@ -214,12 +214,7 @@ fn stream_with_kills_equals_batch_for_every_job() {
                 "--max-batch".into(),
                 (50 + rng.below(300)).to_string(),
             ]);
-            let mut child = w
-                .kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
+            let mut child = w.spawn_silent(&args);
             if i + 1 == plan.len() {
                 // The last kill of each job (when all its topics have rows)
                 // comes after a commit, so every job's resume path is exercised.
