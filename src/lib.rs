@@ -29,6 +29,7 @@
 
 pub mod cli;
 pub mod error;
+pub mod fslock;
 pub mod job;
 #[path = "../jobs/mod.rs"]
 pub mod jobs;

@@ -436,3 +436,60 @@ fn ineffective_flags_and_wrong_paths_are_refused() {
     let err = w.fails(&["log", "produce", "ec", "--file", &empty]);
     assert!(err.contains("column 2 has an empty name"), "{err}");
 }
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Flips a byte inside the first record of topic `topic`'s partition 0.
+fn corrupt_first_record(w: &World, topic: &str) {
+    let segment = w.path(&format!("log/{topic}/partition-0/00000000000000000000.log"));
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[30] ^= 0x5a;
+    std::fs::write(&segment, bytes).unwrap();
+}
+
+#[test]
+fn a_run_that_fails_before_its_first_commit_leaves_nothing_behind() {
+    let w = World::new();
+    let rows = w.write("rows.csv", "v\na\nb\n");
+    for topic in ["bad", "good"] {
+        w.ok(&["log", "create", topic]);
+        w.ok(&["log", "produce", topic, "--file", &rows]);
+    }
+    corrupt_first_record(&w, "bad");
+    let stream = |input: &str, table: &str| -> Vec<String> {
+        ["stream", "count-by", "-i", input, "-p", "key=v", "--table", table]
+            .into_iter()
+            .chain(["--until-caught-up", "--quiet"])
+            .map(String::from)
+            .collect()
+    };
+
+    // A new store: neither a corrupt input nor a refused table name leaves
+    // a database, a deployment or a lock directory.
+    let err = w.fails(&args(&stream("input=bad", "c")));
+    assert!(err.contains("crc mismatch"), "{err}");
+    let err = w.fails(&args(&stream("input=good", "bad name")));
+    assert!(err.contains("invalid output name"), "{err}");
+    for leftover in ["tables.db", "tables.db-wal", "tables.db.locks"] {
+        assert!(!w.path(leftover).exists(), "{leftover} was left behind");
+    }
+
+    // An existing store keeps what it had, and gains no empty version: not
+    // from a new stream, not from a reprocess that fails on the same input.
+    w.ok(&args(&stream("input=good", "c")));
+    w.fails(&args(&stream("input=bad", "d")));
+    let mut reprocess = stream("input=bad", "c");
+    reprocess[0] = "reprocess".into();
+    w.fails(&args(&reprocess));
+    let status = w.ok(&["table", "status", "--csv"]);
+    assert_eq!(status.lines().count(), 2, "one deployment expected:\n{status}");
+    assert!(status.lines().nth(1).unwrap().contains(",c,v1,count-by v1,key=v,live,"), "{status}");
+    assert!(w.ok(&["table", "verify", "c"]).contains("identical"));
+    // The number of the version that was never committed is the next one
+    // built for real.
+    reprocess[3] = "input=good".into();
+    let out = w.ok(&args(&reprocess));
+    assert!(out.contains("building c v2"), "{out}");
+}

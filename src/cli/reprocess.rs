@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use super::stream::{JobOnLogArgs, LogDirArg, StoreArgs, StreamOptions, plan_job, plan_on_log};
 use crate::log::Log;
-use crate::runner::stream::CatchUp;
+use crate::runner::stream::{CatchUp, Claim};
 use crate::table::{Deployment, DeploymentLock, DeploymentState, TableStore};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -69,14 +69,14 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
                 && d.outputs.iter().any(|o| outputs.contains(&o.name))
         })
         .collect();
-    let deployment = match building.as_slice() {
+    let (deployment, created) = match building.as_slice() {
         [d] if planned.matches(d) => {
             eprintln!(
                 "kappa reprocess: resuming the build of {} {} from its committed offsets",
                 outputs.join(","),
                 d.version
             );
-            d.clone()
+            (d.clone(), false)
         }
         [] => {
             check_retention(&log, &planned.inputs, args.from_earliest_available)?;
@@ -86,7 +86,7 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
                 outputs.join(","),
                 d.version
             );
-            d
+            (d, true)
         }
         [d, ..] => bail!(
             "{} {} is already being built by another job version, parameters or inputs; \
@@ -99,14 +99,13 @@ pub fn reprocess(args: ReprocessArgs) -> anyhow::Result<()> {
     };
     let lock = DeploymentLock::acquire(store.path(), &deployment)?;
     drop(store);
-    let catch_up = args.swap.catch_up(options);
-    planned.run(
-        options,
-        &args.job.store,
+    let claim = Claim {
+        deployment: deployment.id,
         lock,
-        deployment.id,
-        Some(catch_up),
-    )
+        created,
+    };
+    let catch_up = args.swap.catch_up(options);
+    planned.run(options, &args.job.store, claim, Some(catch_up))
 }
 
 /// Refuses to replay a plain topic whose start was deleted, unless asked.
@@ -195,7 +194,12 @@ pub fn rollback(args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     );
     drop(store);
     let catch_up = args.swap.catch_up(&args.options);
-    planned.run(&args.options, &paths, lock, previous.id, Some(catch_up))
+    let claim = Claim {
+        deployment: previous.id,
+        lock,
+        created: false,
+    };
+    planned.run(&args.options, &paths, claim, Some(catch_up))
 }
 
 /// The retired version of `output` that was live most recently (the one the

@@ -13,7 +13,7 @@ use super::run::{LateArgs, OnBadRow, find_job, name_value};
 use super::workers::WorkerArgs;
 use crate::job::{Job, Params, Plan};
 use crate::log::Log;
-use crate::runner::stream::{CatchUp, EpochConfig, StreamRun};
+use crate::runner::stream::{CatchUp, Claim, EpochConfig, StreamRun};
 use crate::source::topic::TopicInput;
 use crate::table::{
     Deployment, DeploymentLock, DeploymentState, NewDeployment, TableError, TableStore,
@@ -236,8 +236,7 @@ impl Planned {
         self,
         args: &StreamOptions,
         store: &StoreArgs,
-        lock: DeploymentLock,
-        deployment: i64,
+        claim: Claim,
         catch_up: Option<CatchUp>,
     ) -> anyhow::Result<()> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -250,8 +249,7 @@ impl Planned {
             inputs: self.inputs,
             log_dir: store.log.log_dir.clone(),
             table_db: store.table_db.clone(),
-            deployment,
-            lock,
+            claim,
             workers: args.workers.config()?,
             options: args.on_bad_row.read_options(args.null.clone()),
             epochs: EpochConfig {
@@ -284,6 +282,20 @@ pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
     let args = args.job;
     let log = args.store.open_log()?;
     let planned = plan_on_log(&args, &log)?;
+    // A store this command creates is removed again if it fails before
+    // anything is committed to it.
+    let fresh = !args.store.table_db.exists();
+    let result = open_and_stream(&args, planned);
+    if result.is_err()
+        && fresh
+        && let Ok(store) = TableStore::open_existing(&args.store.table_db)
+    {
+        let _ = store.remove_if_empty();
+    }
+    result
+}
+
+fn open_and_stream(args: &JobOnLogArgs, planned: Planned) -> anyhow::Result<()> {
     let mut store = args.store.open_store()?;
     let outputs = planned.output_names();
     let (deployment, created) = live_or_create(&mut store, &planned)?;
@@ -302,7 +314,12 @@ pub fn stream(args: StreamArgs) -> anyhow::Result<()> {
         );
     }
     drop(store);
-    planned.run(&args.options, &args.store, lock, deployment.id, None)
+    let claim = Claim {
+        deployment: deployment.id,
+        lock,
+        created,
+    };
+    planned.run(&args.options, &args.store, claim, None)
 }
 
 /// The live deployment this job resumes, or a new live one (and whether it

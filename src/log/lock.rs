@@ -6,49 +6,29 @@
 //! leaves a stale lock behind. The file's content (the holder's pid) is only
 //! a hint for humans. Readers never take the lock.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::Write;
 use std::path::Path;
 
 use super::error::{IoContext, LogError, Result};
+use crate::fslock::{FileLock, TryLock};
 
 pub const LOCK_FILE: &str = "writer.lock";
 
 /// Held for the lifetime of a writer; released when dropped.
 #[derive(Debug)]
 pub struct WriterLock {
-    file: File,
+    _lock: FileLock,
 }
 
 impl WriterLock {
     pub fn acquire(topic_dir: &Path, topic: &str) -> Result<Self> {
         let path = topic_dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .ctx(&path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(LogError::Locked {
-                    topic: topic.to_string(),
-                    path,
-                });
-            }
-            Err(TryLockError::Error(e)) => return Err(e).ctx(&path),
+        match FileLock::try_exclusive(&path, &std::process::id().to_string()) {
+            Ok(lock) => Ok(WriterLock { _lock: lock }),
+            Err(TryLock::Held(_)) => Err(LogError::Locked {
+                topic: topic.to_string(),
+                path,
+            }),
+            Err(TryLock::Io(e)) => Err(e).ctx(&path),
         }
-        // Best effort: the pid helps an operator find the holder.
-        let _ = file.set_len(0);
-        let _ = writeln!(file, "{}", std::process::id());
-        Ok(WriterLock { file })
-    }
-}
-
-impl Drop for WriterLock {
-    fn drop(&mut self) {
-        let _ = self.file.unlock();
     }
 }

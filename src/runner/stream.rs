@@ -68,10 +68,7 @@ pub struct StreamRun {
     pub inputs: Vec<TopicInput>,
     pub log_dir: std::path::PathBuf,
     pub table_db: std::path::PathBuf,
-    pub deployment: i64,
-    /// The deployment's lock, held for the whole run: only its holder may
-    /// take the deployment over.
-    pub lock: DeploymentLock,
+    pub claim: Claim,
     pub workers: WorkerConfig,
     pub options: ReadOptions,
     pub epochs: EpochConfig,
@@ -83,6 +80,17 @@ pub struct StreamRun {
     pub quiet: bool,
     /// For a building version (reprocess, rollback): when to go live.
     pub catch_up: Option<CatchUp>,
+}
+
+/// The deployment a run drives.
+#[derive(Debug)]
+pub struct Claim {
+    pub deployment: i64,
+    /// Held for the whole run: only its holder may take the deployment over.
+    pub lock: DeploymentLock,
+    /// This process created the deployment: if the run fails before its
+    /// first commit, it removes it again rather than leave an empty version.
+    pub created: bool,
 }
 
 /// How a stream run ended.
@@ -108,6 +116,8 @@ struct Shared {
     name: String,
     logs: EpochLogs,
     failure: Mutex<Option<RunError>>,
+    /// Some worker failed (set before its inputs close; see `FailGuard`).
+    failed: AtomicBool,
     bad_rows: AtomicU64,
     records: AtomicU64,
     retired: AtomicBool,
@@ -117,6 +127,30 @@ struct Shared {
     awaiting_catch_up: AtomicBool,
 }
 
+/// Marks the run failed when dropped while armed. A worker declares it
+/// after its input sessions, so it drops first: a worker that fails (an
+/// error or a panic) closes its inputs only once the committer can see the
+/// failure, and the committer never commits the epochs that the closed
+/// inputs would seem to complete (they lack that worker's share).
+struct FailGuard<'a> {
+    failed: &'a AtomicBool,
+    armed: bool,
+}
+
+impl FailGuard<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for FailGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 impl StreamRun {
     /// Runs until stopped, caught up (if asked) or failed.
     pub fn run(self) -> Result<StreamResult, RunError> {
@@ -124,10 +158,11 @@ impl StreamRun {
         let mut store = TableStore::open(&self.table_db)?;
         // Take the deployment over before reading where it stands: no commit
         // of an earlier owner can land after this.
-        let lease = store.take_over(self.deployment, &this_process())?;
-        let d = store.deployment(self.deployment)?;
+        let id = self.claim.deployment;
+        let lease = store.take_over(id, &this_process())?;
+        let d = store.deployment(id)?;
         let name = d.to_string();
-        let committed = store.input_offsets(self.deployment)?;
+        let committed = store.input_offsets(id)?;
         let mut resume = BTreeMap::new();
         let mut applied = BTreeMap::new();
         let mut assignments = Vec::new();
@@ -154,31 +189,43 @@ impl StreamRun {
             name,
             logs: Mutex::new(BTreeMap::new()),
             failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
             bad_rows: AtomicU64::new(0),
             records: AtomicU64::new(0),
             awaiting_catch_up: AtomicBool::new(building),
             retired: AtomicBool::new(false),
         });
-        let worker_shared = shared.clone();
-        let guards = timely::execute(config, move |worker| worker_shared.work(worker))
+        let result = shared.clone().execute(config);
+        if result.is_err() && shared.run.claim.created {
+            // Best effort: the run's own error is the one to report.
+            let _ = TableStore::open(&shared.run.table_db)
+                .and_then(|mut store| store.abandon_unused(&shared.lease, d.state));
+        }
+        result
+    }
+}
+
+impl Shared {
+    fn execute(self: Arc<Self>, config: timely::Config) -> Result<StreamResult, RunError> {
+        let shared = self.clone();
+        let guards = timely::execute(config, move |worker| shared.work(worker))
             .map_err(RunError::Timely)?;
         let mut bad_rows = BadRows::default();
         for result in guards.join() {
             bad_rows.merge(result.map_err(RunError::WorkerPanic)?);
         }
-        if let Some(e) = shared.failure.lock().expect("failure slot poisoned").take() {
+        if let Some(e) = self.failure.lock().expect("failure slot poisoned").take() {
             return Err(e);
         }
         Ok(StreamResult {
-            records: shared.records.load(Ordering::Relaxed),
+            records: self.records.load(Ordering::Relaxed),
             bad_rows,
-            retired: shared.retired.load(Ordering::Relaxed),
+            retired: self.retired.load(Ordering::Relaxed),
         })
     }
-}
 
-impl Shared {
     fn fail(&self, e: RunError) {
+        self.failed.store(true, Ordering::SeqCst);
         let mut slot = self.failure.lock().expect("failure slot poisoned");
         if slot.is_none() {
             *slot = Some(e);
@@ -238,6 +285,12 @@ impl Shared {
                                 .push((change, diff));
                         }
                     });
+                    if shared.failed.load(Ordering::SeqCst) {
+                        // A failed worker's closed inputs seem to complete
+                        // every epoch; none of them may be committed.
+                        committer.halted = true;
+                        return;
+                    }
                     let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
                     let result = committer
                         .commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t));
@@ -256,6 +309,11 @@ impl Shared {
             );
             (sessions, watermarks)
         });
+        // Dropped before the sessions on every early return or panic.
+        let failing = FailGuard {
+            failed: &self.failed,
+            armed: true,
+        };
         let mut parts = self.open_partitions(&log, index, peers)?;
         let mut combiners: Vec<Combiner> = sessions.iter().map(|_| Combiner::default()).collect();
         // Epoch 0: replay up to the committed offsets.
@@ -330,6 +388,7 @@ impl Shared {
             }
         }
         // Closing every input (the watermarks too) lets the dataflow finish.
+        failing.disarm();
         sessions.clear();
         drop(watermarks);
         while worker.step_or_park(Some(Duration::from_millis(10))) {}

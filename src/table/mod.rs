@@ -83,6 +83,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 
+use crate::fslock::FileLock;
+
 pub use deployment::{
     Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
 };
@@ -173,6 +175,10 @@ pub struct TableStore {
     /// Per deployment, the SQL that applies changes to each output table.
     /// A deployment's outputs never change, so entries never go stale.
     writers: HashMap<i64, Arc<[epoch::TableSql]>>,
+    /// Shared while the connection is open, so that removing the file
+    /// ([`TableStore::remove_if_empty`]) can tell that no other kappa
+    /// process has it open.
+    presence: FileLock,
 }
 
 impl std::fmt::Debug for TableStore {
@@ -193,11 +199,13 @@ impl TableStore {
                 cause,
             })?;
         }
+        let presence = presence_lock(path)?;
         let conn = Connection::open(path)?;
         let mut store = TableStore {
             conn,
             path: path.to_path_buf(),
             writers: HashMap::new(),
+            presence,
         };
         store.configure()?;
         store.ensure_catalog()?;
@@ -218,6 +226,52 @@ impl TableStore {
     /// The file this store is.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes the store's files when its catalog holds no deployment and no
+    /// other kappa process has it open; returns whether it did. For a
+    /// command that created the store and then failed, so it leaves no
+    /// empty database behind. Never call it on a store this process did not
+    /// create: the file might hold the user's own tables.
+    pub fn remove_if_empty(self) -> Result<bool, TableError> {
+        let empty: bool =
+            self.conn
+                .query_row("SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)", [], |r| {
+                    r.get(0)
+                })?;
+        let TableStore {
+            conn, path, presence, ..
+        } = self;
+        drop(conn);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |cause| TableError::Io { path, cause }
+        };
+        if !empty || !presence.try_upgrade().map_err(io(presence.path()))? {
+            return Ok(false);
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = path.as_os_str().to_os_string();
+            name.push(suffix);
+            match std::fs::remove_file(&name) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io(Path::new(&name))(e));
+                }
+                _ => {}
+            }
+        }
+        // With no deployment in the catalog, the deployment locks lock
+        // nothing (ids are never reused); the presence lock goes last.
+        let lock_dir = owner::lock_dir(&path);
+        for entry in std::fs::read_dir(&lock_dir).map_err(io(&lock_dir))? {
+            let entry = entry.map_err(io(&lock_dir))?;
+            if entry.path() != presence.path() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        std::fs::remove_file(presence.path()).map_err(io(presence.path()))?;
+        let _ = std::fs::remove_dir(&lock_dir);
+        Ok(true)
     }
 
     fn configure(&mut self) -> Result<(), TableError> {
@@ -295,6 +349,18 @@ impl TableStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
     }
+}
+
+/// The shared presence lock, `STORE.locks/store.lock`, taken before the
+/// connection opens.
+fn presence_lock(store: &Path) -> Result<FileLock, TableError> {
+    let dir = owner::lock_dir(store);
+    std::fs::create_dir_all(&dir).map_err(|cause| TableError::Io {
+        path: dir.clone(),
+        cause,
+    })?;
+    let path = dir.join("store.lock");
+    FileLock::shared(&path).map_err(|cause| TableError::Io { path, cause })
 }
 
 /// Now, in unix milliseconds.

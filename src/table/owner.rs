@@ -19,8 +19,6 @@
 //! take-over has committed, so from then on no commit of an older owner can
 //! land under the offsets it resumes from.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -28,6 +26,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::catalog::{deployment_in, require_accepting};
 use super::deployment::Deployment;
 use super::{TableError, TableStore};
+use crate::fslock::{FileLock, TryLock};
 
 /// A process's right to write a deployment: valid while the deployment's
 /// generation is still `generation`.
@@ -120,8 +119,7 @@ pub(super) fn require_lease(conn: &Connection, lease: &Lease) -> Result<(), Tabl
 /// dropped or when the process dies.
 #[derive(Debug)]
 pub struct DeploymentLock {
-    file: File,
-    path: PathBuf,
+    lock: FileLock,
 }
 
 impl DeploymentLock {
@@ -129,56 +127,29 @@ impl DeploymentLock {
     /// naming the process that holds it.
     pub fn acquire(store: &Path, d: &Deployment) -> Result<DeploymentLock, TableError> {
         let dir = lock_dir(store);
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |cause| TableError::Io { path, cause }
-        };
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        std::fs::create_dir_all(&dir).map_err(|cause| TableError::Io {
+            path: dir.clone(),
+            cause,
+        })?;
         let path = dir.join(format!("deployment-{}.lock", d.id));
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                return Err(TableError::Owned {
-                    deployment: describe(d),
-                    holder: if holder.is_empty() {
-                        "another process".into()
-                    } else {
-                        holder.to_string()
-                    },
-                });
-            }
-            Err(TryLockError::Error(e)) => return Err(io(&path)(e)),
+        match FileLock::try_exclusive(&path, &this_process()) {
+            Ok(lock) => Ok(DeploymentLock { lock }),
+            Err(TryLock::Held(holder)) => Err(TableError::Owned {
+                deployment: describe(d),
+                holder: holder.unwrap_or_else(|| "another process".into()),
+            }),
+            Err(TryLock::Io(cause)) => Err(TableError::Io { path, cause }),
         }
-        // The content only tells a human (and the refusal above) who holds it.
-        let _ = file.set_len(0);
-        let _ = writeln!(file, "{}", this_process());
-        Ok(DeploymentLock { file, path })
     }
 
     /// The lock file.
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for DeploymentLock {
-    fn drop(&mut self) {
-        let _ = self.file.unlock();
+        self.lock.path()
     }
 }
 
 /// `STORE.locks`, beside the store file.
-fn lock_dir(store: &Path) -> PathBuf {
+pub(super) fn lock_dir(store: &Path) -> PathBuf {
     let mut name = store.file_name().unwrap_or_default().to_os_string();
     name.push(".locks");
     store.with_file_name(name)

@@ -17,6 +17,8 @@
 //!   outputs. If such a deployment had other outputs besides, their views are
 //!   dropped with it, since no live deployment maintains them any more.
 //! - Only a deployment that is not live is dropped; its catalog row is kept.
+//!   The one exception is a deployment that never committed an epoch: its
+//!   creator abandons it on failure, and it disappears entirely.
 
 use rusqlite::{Connection, params};
 
@@ -101,6 +103,54 @@ impl TableStore {
         tx.commit()?;
         self.writers.remove(&id);
         Ok(())
+    }
+
+    /// Removes a deployment that never committed an epoch, as if it had
+    /// never been created: its tables, its views (when live), its catalog
+    /// rows. What a process does when the deployment it just created fails
+    /// before its first commit, so no empty version is left behind. Returns
+    /// `false`, changing nothing, once any epoch has committed or its state
+    /// is no longer `created_as` (a building version that was swapped in
+    /// retired another; removing it would leave its outputs without a view).
+    pub fn abandon_unused(
+        &mut self,
+        lease: &Lease,
+        created_as: DeploymentState,
+    ) -> Result<bool, TableError> {
+        let tx = self.write_txn()?;
+        require_lease(&tx, lease)?;
+        let id = lease.deployment;
+        if state_in(&tx, id)? != created_as {
+            return Ok(false);
+        }
+        let used: bool = tx.query_row(
+            "SELECT epochs > 0 OR EXISTS (SELECT 1 FROM kappa_offsets WHERE deployment = ?1) \
+             FROM kappa_deployments WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )?;
+        if used {
+            return Ok(false);
+        }
+        let d = deployment_in(&tx, id)?;
+        if d.state == DeploymentState::Live {
+            for o in &d.outputs {
+                drop_view(&tx, &o.name)?;
+            }
+        }
+        for table in d.tables() {
+            tx.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(&table)))?;
+        }
+        for sql in [
+            "DELETE FROM kappa_outputs WHERE deployment = ?1",
+            "DELETE FROM kappa_offsets WHERE deployment = ?1",
+            "DELETE FROM kappa_deployments WHERE id = ?1",
+        ] {
+            tx.execute(sql, [id])?;
+        }
+        tx.commit()?;
+        self.writers.remove(&id);
+        Ok(true)
     }
 
     /// Drops the retired deployments of these outputs beyond the `keep` most
