@@ -59,7 +59,11 @@ impl FileLock {
     /// it, creating the file if missing.
     pub fn shared(path: &Path) -> io::Result<FileLock> {
         loop {
-            let file = open(path)?;
+            // A reader without write permission can still share the lock.
+            let file = match open(path) {
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(path)?,
+                other => other?,
+            };
             file.lock_shared()?;
             // The exclusive holder may have removed the file before we got
             // the lock: a lock on a removed file protects nothing.

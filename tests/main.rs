@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod crash_campaign;
+mod disk_faults;
 mod event_time;
 mod event_time_props;
 mod log_cli;

@@ -459,11 +459,13 @@ fn a_run_that_fails_before_its_first_commit_leaves_nothing_behind() {
     }
     corrupt_first_record(&w, "bad");
     let stream = |input: &str, table: &str| -> Vec<String> {
-        ["stream", "count-by", "-i", input, "-p", "key=v", "--table", table]
-            .into_iter()
-            .chain(["--until-caught-up", "--quiet"])
-            .map(String::from)
-            .collect()
+        [
+            "stream", "count-by", "-i", input, "-p", "key=v", "--table", table,
+        ]
+        .into_iter()
+        .chain(["--until-caught-up", "--quiet"])
+        .map(String::from)
+        .collect()
     };
 
     // A new store: neither a corrupt input nor a refused table name leaves
@@ -484,8 +486,19 @@ fn a_run_that_fails_before_its_first_commit_leaves_nothing_behind() {
     reprocess[0] = "reprocess".into();
     w.fails(&args(&reprocess));
     let status = w.ok(&["table", "status", "--csv"]);
-    assert_eq!(status.lines().count(), 2, "one deployment expected:\n{status}");
-    assert!(status.lines().nth(1).unwrap().contains(",c,v1,count-by v1,key=v,live,"), "{status}");
+    assert_eq!(
+        status.lines().count(),
+        2,
+        "one deployment expected:\n{status}"
+    );
+    assert!(
+        status
+            .lines()
+            .nth(1)
+            .unwrap()
+            .contains(",c,v1,count-by v1,key=v,live,"),
+        "{status}"
+    );
     assert!(w.ok(&["table", "verify", "c"]).contains("identical"));
     // The number of the version that was never committed is the next one
     // built for real.

@@ -13,6 +13,7 @@ use super::run::{LateArgs, OnBadRow, find_job, name_value};
 use super::workers::WorkerArgs;
 use crate::job::{Job, Params, Plan};
 use crate::log::Log;
+use crate::runner::RunError;
 use crate::runner::stream::{CatchUp, Claim, EpochConfig, StreamRun};
 use crate::source::topic::TopicInput;
 use crate::table::{
@@ -261,7 +262,13 @@ impl Planned {
             quiet: args.quiet,
             catch_up,
         };
-        let result = run.run().context("stream failed")?;
+        let result = run.run().map_err(|e| match e {
+            RunError::Table(e) => {
+                anyhow::Error::new(e).context(format!("table store {}", store.table_db.display()))
+            }
+            other => other.into(),
+        });
+        let result = result.context("stream failed")?;
         eprintln!("kappa stream: stopped after {} records", result.records);
         if result.bad_rows.count > 0 {
             eprintln!("skipped {} bad records; first ones:", result.bad_rows.count);

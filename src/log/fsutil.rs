@@ -1,5 +1,5 @@
 //! Small filesystem helpers shared by the log: directory fsync, atomic
-//! replacement of small files, and name validation.
+//! replacement of small files, disk space reservation, and name validation.
 //!
 //! Invariant: `write_atomic` leaves either the old or the new content at the
 //! target path after a crash at any point (temp file, fsync, rename, fsync of
@@ -17,6 +17,30 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     // opening read-only and calling fsync is the documented way.
     let d = File::open(dir).ctx(dir)?;
     d.sync_all().ctx(dir)
+}
+
+/// Allocates `len` bytes of `file` from `from` on without changing its
+/// length (`fallocate` with `FALLOC_FL_KEEP_SIZE`): the writes that follow
+/// into that range cannot fail for lack of space. A filesystem that cannot
+/// reserve (no `fallocate`) is not an error; the writes then find out.
+pub fn reserve(file: &File, path: &Path, from: u64, len: u64) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
+    let (Ok(from), Ok(len)) = (libc::off_t::try_from(from), libc::off_t::try_from(len)) else {
+        return Ok(());
+    };
+    // SAFETY: fallocate reads no memory of ours; the fd is open for writing.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, from, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+        _ => Err(e).ctx(path),
+    }
 }
 
 /// Replaces `path` with `bytes` atomically and durably.

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::compaction::recover_leftovers;
 use super::error::{IoContext, LogError, Result};
-use super::fsutil::{fsync_dir, remove_if_exists};
+use super::fsutil::{self, fsync_dir, remove_if_exists};
 use super::index::{self, IndexBuilder, IndexEntry};
 use super::record::{LEN_PREFIX, MAX_BODY, RecordIn, encode};
 use super::segment::{
@@ -184,6 +184,25 @@ impl PartitionLog {
         let result = self.append_unchecked(recs, now);
         self.poisoned = result.is_err();
         result
+    }
+
+    /// Reserves the disk space that appending `recs` takes in the active
+    /// segment and its index (the part that goes there before a roll), so
+    /// that a full disk fails the batch here, before any of it is written.
+    pub fn reserve(&mut self, recs: &[RecordIn<'_>]) -> Result<()> {
+        let Some(first) = recs.first() else {
+            return Ok(());
+        };
+        let m = &self.active.meta;
+        let total: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum();
+        let room = self.segment_bytes.saturating_sub(m.size);
+        let bytes = total.min(room.max(first.encoded_len() as u64));
+        let path = log_path(&self.dir, m.base);
+        fsutil::reserve(&self.active.file, &path, m.size, bytes)?;
+        let ipath = index_path(&self.dir, m.base);
+        let index_len = self.active.index_file.metadata().ctx(&ipath)?.len();
+        let index_bytes = (bytes / index::INDEX_INTERVAL + 1) * index::ENTRY_LEN as u64;
+        fsutil::reserve(&self.active.index_file, &ipath, index_len, index_bytes)
     }
 
     fn append_unchecked(&mut self, recs: &[RecordIn<'_>], now: i64) -> Result<Range<u64>> {

@@ -282,6 +282,11 @@ impl TopicWriter {
             slots.push((p, groups[p].len() as u64));
             groups[p].push(*r);
         }
+        // Space for every partition first: a full disk fails the batch
+        // before any partition has appended a record of it.
+        for (p, group) in groups.iter().enumerate() {
+            self.parts[p].reserve(group)?;
+        }
         let now = (self.clock)();
         let mut starts = vec![0; self.parts.len()];
         for (p, group) in groups.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
@@ -297,7 +302,9 @@ impl TopicWriter {
     /// Appends `recs` to one partition, bypassing routing.
     pub fn append_batch(&mut self, partition: u32, recs: &[RecordIn<'_>]) -> Result<Range<u64>> {
         let now = (self.clock)();
-        let range = self.part_mut(partition)?.append(recs, now)?;
+        let part = self.part_mut(partition)?;
+        part.reserve(recs)?;
+        let range = part.append(recs, now)?;
         self.after_append()?;
         Ok(range)
     }

@@ -208,8 +208,8 @@ impl StreamRun {
 impl Shared {
     fn execute(self: Arc<Self>, config: timely::Config) -> Result<StreamResult, RunError> {
         let shared = self.clone();
-        let guards = timely::execute(config, move |worker| shared.work(worker))
-            .map_err(RunError::Timely)?;
+        let guards =
+            timely::execute(config, move |worker| shared.work(worker)).map_err(RunError::Timely)?;
         let mut bad_rows = BadRows::default();
         for result in guards.join() {
             bad_rows.merge(result.map_err(RunError::WorkerPanic)?);

@@ -65,6 +65,7 @@ pub fn commit(
     schemas: &[OutputSchema],
     outputs: &[Vec<(Row, isize)>],
 ) -> Result<(), SinkError> {
+    let created = !dir.exists();
     fs::create_dir_all(dir).map_err(io(dir))?;
     let success = dir.join("_SUCCESS");
     match fs::remove_file(&success) {
@@ -83,6 +84,11 @@ pub fn commit(
     if let Err(e) = result {
         for tmp in &written {
             let _ = fs::remove_file(tmp);
+        }
+        // A directory this commit made goes too, so a retry finds the
+        // target as it was (only if empty: never remove what others wrote).
+        if created {
+            let _ = fs::remove_dir(dir);
         }
         return Err(e);
     }

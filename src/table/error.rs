@@ -138,16 +138,32 @@ pub enum TableError {
     #[error("corrupt table store ({what}): {reason}")]
     Corrupt { what: String, reason: String },
 
-    /// Creating the store's directory failed.
-    #[error("cannot create {path}: {cause}")]
+    /// A file beside the store (its directory, a lock file) failed.
+    #[error("{path}: {cause}")]
     Io {
         path: PathBuf,
         cause: std::io::Error,
     },
 
     /// SQLite failed (busy past the timeout, disk full, I/O error, ...).
-    #[error("SQLite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// Not a `source`: SQLite's own message is the whole cause, and its
+    /// inner error only repeats it.
+    #[error("SQLite: {}", sqlite_message(.0))]
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for TableError {
+    fn from(e: rusqlite::Error) -> Self {
+        TableError::Sqlite(e)
+    }
+}
+
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(message)) => message.clone(),
+        rusqlite::Error::SqliteFailure(code, None) => code.to_string(),
+        other => other.to_string(),
+    }
 }
 
 impl TableError {

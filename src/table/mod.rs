@@ -234,13 +234,16 @@ impl TableStore {
     /// empty database behind. Never call it on a store this process did not
     /// create: the file might hold the user's own tables.
     pub fn remove_if_empty(self) -> Result<bool, TableError> {
-        let empty: bool =
-            self.conn
-                .query_row("SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)", [], |r| {
-                    r.get(0)
-                })?;
+        let empty: bool = self.conn.query_row(
+            "SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)",
+            [],
+            |r| r.get(0),
+        )?;
         let TableStore {
-            conn, path, presence, ..
+            conn,
+            path,
+            presence,
+            ..
         } = self;
         drop(conn);
         let io = |path: &Path| {
