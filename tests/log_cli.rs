@@ -196,6 +196,30 @@ fn columns_and_format_mismatches_are_clear_errors() {
 }
 
 #[test]
+fn every_producer_of_a_topic_keys_it_alike() {
+    let d = LogDir::new();
+    d.ok(&["create", "t", "--partitions", "4"], "");
+    d.ok(&["produce", "t", "--key", "a"], "a,b\n1,2\n");
+    let err = d.fails(&["produce", "t", "--key", "b"], "a,b\n3,4\n");
+    assert!(
+        err.contains("first produced with --key a, this producer uses --key b"),
+        "{err}"
+    );
+    let err = d.fails(&["produce", "t"], "a,b\n3,4\n");
+    assert!(err.contains("this producer uses no --key"), "{err}");
+    d.ok(&["produce", "t", "--key", "a"], "a,b\n3,4\n");
+    assert!(
+        d.ok(&["describe", "t"], "")
+            .contains("key                  column a")
+    );
+    // An unkeyed topic stays unkeyed.
+    d.ok(&["create", "u"], "");
+    d.ok(&["produce", "u"], "a,b\n1,2\n");
+    let err = d.fails(&["produce", "u", "--key", "a"], "a,b\n3,4\n");
+    assert!(err.contains("first produced with no --key"), "{err}");
+}
+
+#[test]
 fn bad_rows_name_the_line_and_keep_acknowledged_batches() {
     let d = LogDir::new();
     d.ok(&["create", "t"], "");

@@ -30,7 +30,9 @@ use nexmark::event::Event;
 use super::stream::LogDirArg;
 use crate::jobs::nexmark::{AUCTION, BID, PERSON};
 use crate::log::rows::encode_csv_row;
-use crate::log::{FsyncPolicy, Log, RecordIn, RowFormat, TopicConfig, TopicWriter, WriterOptions};
+use crate::log::{
+    FsyncPolicy, KeyColumn, Log, RecordIn, RowFormat, TopicConfig, TopicWriter, WriterOptions,
+};
 
 /// Records per log append.
 const BATCH: usize = 8192;
@@ -323,6 +325,8 @@ fn empty_topic(
     writer
         .ensure_columns(&columns, RowFormat::Csv)
         .with_context(|| format!("topic '{topic}' has other columns"))?;
+    // Each event is keyed by its first field.
+    writer.ensure_key(KeyColumn::Column(columns[0].clone()))?;
     Ok(writer)
 }
 

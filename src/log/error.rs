@@ -101,6 +101,16 @@ pub enum LogError {
         actual: Vec<String>,
     },
 
+    #[error(
+        "topic '{topic}' was first produced with {expected}, this producer uses {actual}: \
+         records with equal keys must share a partition, so every producer of a topic keys it alike"
+    )]
+    KeyMismatch {
+        topic: String,
+        expected: String,
+        actual: String,
+    },
+
     #[error("topic '{topic}' holds {expected} rows but the producer writes {actual} rows")]
     RowFormatMismatch {
         topic: String,

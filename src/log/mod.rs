@@ -51,7 +51,8 @@ pub use record::{Record, RecordIn};
 pub use retention::{DeleteReason, DeletedSegment};
 pub use rows::RowFormat;
 pub use topic::{
-    Clock, FsyncPolicy, TopicConfig, TopicWriter, WriterOptions, partition_for_key, system_clock,
+    Clock, FsyncPolicy, KeyColumn, TopicConfig, TopicWriter, WriterOptions, partition_for_key,
+    system_clock,
 };
 
 use error::IoContext;

@@ -52,6 +52,28 @@ pub struct TopicConfig {
     pub columns: Vec<String>,
     /// How record values encode rows (`rows.rs`); set with `columns`.
     pub row_format: Option<RowFormat>,
+    /// How records are keyed, as the first producer keyed them; `None`
+    /// until then (or for a topic written before kappa recorded it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeyColumn>,
+}
+
+/// The column whose text is each record's key, or none. Routing and
+/// compaction depend on it, so every producer of a topic must use the same.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyColumn {
+    Unkeyed,
+    Column(String),
+}
+
+impl std::fmt::Display for KeyColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyColumn::Unkeyed => f.write_str("no --key"),
+            KeyColumn::Column(c) => write!(f, "--key {c}"),
+        }
+    }
 }
 
 impl Default for TopicConfig {
@@ -65,6 +87,7 @@ impl Default for TopicConfig {
             segment_bytes: 64 << 20,
             columns: Vec::new(),
             row_format: None,
+            key: None,
         }
     }
 }
@@ -362,6 +385,28 @@ impl TopicWriter {
         write_json(&self.dir.join(META_FILE), &meta)?;
         self.meta = meta;
         Ok(())
+    }
+
+    /// Records how the topic's records are keyed if not yet recorded
+    /// (durably, before any row is appended), else checks that `key` is
+    /// the same: a producer with another key would route equal keys to
+    /// other partitions, and compaction would keep the wrong rows.
+    pub fn ensure_key(&mut self, key: KeyColumn) -> Result<()> {
+        match &self.meta.config.key {
+            Some(recorded) if *recorded == key => Ok(()),
+            Some(recorded) => Err(LogError::KeyMismatch {
+                topic: self.name.clone(),
+                expected: recorded.to_string(),
+                actual: key.to_string(),
+            }),
+            None => {
+                let mut meta = self.meta.clone();
+                meta.config.key = Some(key);
+                write_json(&self.dir.join(META_FILE), &meta)?;
+                self.meta = meta;
+                Ok(())
+            }
+        }
     }
 
     /// Applies the topic's retention limits at time `now` (ms).

@@ -24,7 +24,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::input::{InputError, RowReader, RowSpec};
-use crate::log::{FsyncPolicy, Log, RecordIn, RowFormat, TopicWriter, WriterOptions};
+use crate::log::{FsyncPolicy, KeyColumn, Log, RecordIn, RowFormat, TopicWriter, WriterOptions};
 
 /// A batch also ends once its values reach this size.
 const BATCH_BYTES: usize = 1 << 20;
@@ -258,6 +258,11 @@ fn prepare(
     writer
         .ensure_columns(&columns, format)
         .with_context(|| format!("{source} does not fit topic '{}'", args.topic))?;
+    let key = args
+        .key
+        .clone()
+        .map_or(KeyColumn::Unkeyed, KeyColumn::Column);
+    writer.ensure_key(key)?;
     rows.use_columns(&columns);
     Ok(Some(spec))
 }

@@ -9,7 +9,7 @@
 
 use anyhow::Context;
 
-use crate::log::{Log, PartitionInfo, TopicConfig, TopicInfo};
+use crate::log::{KeyColumn, Log, PartitionInfo, TopicConfig, TopicInfo};
 
 pub fn list(log: &Log) -> anyhow::Result<()> {
     let topics = log.list_topics().context("cannot list topics")?;
@@ -75,6 +75,14 @@ fn config_block(info: &TopicInfo) -> String {
         ("segment-bytes", c.segment_bytes.to_string()),
         ("columns", columns(c)),
         ("row format", opt(c.row_format.map(|f| f.to_string()))),
+        (
+            "key",
+            match &c.key {
+                Some(KeyColumn::Column(col)) => format!("column {col}"),
+                Some(KeyColumn::Unkeyed) => "none".to_string(),
+                None => "not recorded".to_string(),
+            },
+        ),
     ];
     lines
         .iter()
