@@ -11,6 +11,7 @@ mod log_cli;
 mod log_crash;
 mod nexmark;
 mod properties;
+mod readme;
 mod reliability;
 mod reprocess;
 mod stream;
