@@ -110,3 +110,27 @@ impl World {
         })
     }
 }
+
+/// Runs `cmd` (in its own process group) and returns its output, or `None`
+/// after killing the group if it has not ended within `limit`.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Option<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(limit) {
+        Ok(out) => Some(out.unwrap()),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-9", &format!("-{pid}")])
+                .status();
+            None
+        }
+    }
+}

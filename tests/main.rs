@@ -7,6 +7,7 @@ mod crash_campaign;
 mod disk_faults;
 mod event_time;
 mod event_time_props;
+mod extreme_params;
 mod log_cli;
 mod log_crash;
 mod nexmark;

@@ -9,12 +9,11 @@
 //! benchmark's generated input) are `text` blocks, not `console` ones.
 //! `cargo test --release` is the one command not run: it is this suite.
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{KAPPA, World};
+use crate::common::{KAPPA, World, output_within};
 
 /// One `$ ` command, the output lines shown under it, and where it is.
 #[derive(Debug)]
@@ -76,7 +75,10 @@ fn matches(expected: &str, actual: &str) -> bool {
 #[test]
 fn ellipses_stand_for_any_text() {
     assert!(matches("a ... b", "a x y b"));
-    assert!(matches("a, ... -> out", "a, 0.01 s on 2 workers, 3 MB -> out"));
+    assert!(matches(
+        "a, ... -> out",
+        "a, 0.01 s on 2 workers, 3 MB -> out"
+    ));
     assert!(matches("exact", "exact"));
     assert!(!matches("exact", "exact and more"));
     assert!(!matches("a ... b", "a x y c"));
@@ -91,34 +93,10 @@ fn link_data(dir: &Path) {
     std::os::unix::fs::symlink(KAPPA, bin.join("kappa")).unwrap();
 }
 
-/// Runs `cmd`, failing the test if it has not ended within two minutes
-/// (a README command that never ends is a README bug).
-fn run_bounded(cmd: &mut Command, step: &Step) -> std::process::Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(child.wait_with_output()));
-    match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &format!("-{pid}")]).status();
-            panic!(
-                "README line {}: `{}` did not end within 2 minutes",
-                step.line, step.command
-            );
-        }
-    }
-}
-
 #[test]
 fn the_readme_runs_top_to_bottom() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let w = World::new();
     link_data(w.dir.path());
     let path = format!(
@@ -127,20 +105,28 @@ fn the_readme_runs_top_to_bottom() {
         std::env::var("PATH").unwrap_or_default()
     );
     let steps = steps(&readme);
-    assert!(steps.len() > 40, "only {} commands found in the README", steps.len());
+    assert!(
+        steps.len() > 40,
+        "only {} commands found in the README",
+        steps.len()
+    );
     for step in steps.iter().filter(|s| s.command != "cargo test --release") {
-        let command = step
-            .command
-            .replace("cargo run --release -- ", "kappa ");
-        let out = run_bounded(
+        let command = step.command.replace("cargo run --release -- ", "kappa ");
+        let out = output_within(
             Command::new("sh")
                 .args(["-c", &command])
                 .current_dir(w.dir.path())
                 .env("PATH", &path)
                 .env_remove("KAPPA_LOG_DIR")
                 .env_remove("KAPPA_TABLE_DB"),
-            step,
-        );
+            Duration::from_secs(120),
+        )
+        .unwrap_or_else(|| {
+            panic!(
+                "README line {}: `{}` did not end within 2 minutes",
+                step.line, step.command
+            )
+        });
         let printed = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

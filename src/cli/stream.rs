@@ -77,7 +77,8 @@ pub struct StreamOptions {
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub max_latency_ms: u64,
     /// Most records one worker puts in one epoch.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    #[arg(long, value_name = "N", default_value_t = 100_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 31))]
     pub max_batch: usize,
     /// A null marker besides the empty field (e.g. NA, NULL, \N).
     #[arg(long, value_name = "STR")]

@@ -72,7 +72,8 @@ struct ShowArgs {
     #[arg(long)]
     version: Option<TableVersion>,
     /// Print at most this many distinct rows.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 31))]
     limit: usize,
 }
 

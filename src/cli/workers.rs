@@ -6,6 +6,10 @@ use clap::Args;
 
 use crate::runner::WorkerConfig;
 
+/// Worker threads per process: each is an OS thread with its own copy of
+/// the dataflow, so beyond a few per core they only cost memory.
+pub const MAX_WORKERS: usize = 1024;
+
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// Worker threads in this process [default: the number of cores].
@@ -25,8 +29,8 @@ pub struct WorkerArgs {
 impl WorkerArgs {
     pub fn config(&self) -> anyhow::Result<WorkerConfig> {
         let threads = match self.workers {
-            Some(0) => anyhow::bail!("--workers must be at least 1"),
-            Some(n) => n,
+            Some(n @ 1..=MAX_WORKERS) => n,
+            Some(_) => anyhow::bail!("--workers must be from 1 to {MAX_WORKERS}"),
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         if self.process >= self.processes.max(1) {

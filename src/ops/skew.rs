@@ -23,6 +23,10 @@ use differential_dataflow::Hashable;
 use crate::job::{DataContext, ParamSpec, Params, PlanError};
 use crate::value::{Row, Value};
 
+/// The most partitions a hot key may be salted into: each salt of a hot key
+/// of a skew join gets a copy of the key's right-side rows.
+pub const MAX_SALTS: u32 = 4096;
+
 /// The parameters every skew-aware job declares.
 pub fn param_specs(broadcast: bool) -> Vec<ParamSpec> {
     let mut specs = vec![
@@ -198,13 +202,13 @@ impl SkewParams {
         }
         let salts = match get("salts") {
             "auto" => None,
-            _ => {
-                let n: u32 = params.parse("salts")?;
-                if n == 0 {
-                    return Err(bad("salts", "must be at least 1".into()));
+            text => match text.trim().parse::<u32>() {
+                Ok(n @ 1..=MAX_SALTS) => Some(n),
+                _ => {
+                    let expected = format!("expected auto or an integer from 1 to {MAX_SALTS}");
+                    return Err(bad("salts", expected));
                 }
-                Some(n)
-            }
+            },
         };
         let share = |name: &str| -> Result<f64, PlanError> {
             match get(name).parse::<f64>() {
