@@ -25,6 +25,8 @@
 //!   catalog of deployments (states, offsets, progress).
 //! - [`runner`]: drives a planned job on timely workers (batch over files;
 //!   in memory for tests).
+//! - [`fslock`]: the advisory file locks behind the topic writer lock, the
+//!   deployment lock and the table store's presence lock.
 //! - [`cli`]: the `kappa` command line.
 
 pub mod cli;

@@ -21,6 +21,9 @@
 mod compaction;
 mod error;
 mod fsutil;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzz;
 mod index;
 mod lock;
 mod offsets;

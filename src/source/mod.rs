@@ -13,6 +13,9 @@
 
 mod csv;
 mod error;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzz;
 pub mod late;
 mod lines;
 pub mod sample;

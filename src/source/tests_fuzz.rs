@@ -6,67 +6,8 @@
 
 use proptest::prelude::*;
 
-use super::split::{Chunk, split_file};
+use super::fuzz::read_bytes;
 use super::*;
-use crate::schema::{ColumnType, Projection};
-
-/// Reads every chunk of `text` as `format` under `policy`.
-fn read_bytes(
-    bytes: &[u8],
-    format: Format,
-    policy: BadRowPolicy,
-    parts: usize,
-) -> Result<(u64, u64), String> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f");
-    std::fs::write(&path, bytes).unwrap();
-    let input = match InputFiles::resolve("input", &path, Some(format), None) {
-        Ok(i) => i,
-        Err(e) => return Err(e.to_string()),
-    };
-    let projection = Projection {
-        columns: (0..input.schema.columns.len())
-            .map(|i| {
-                (
-                    i,
-                    if i == 0 {
-                        ColumnType::Int
-                    } else {
-                        ColumnType::Any
-                    },
-                )
-            })
-            .collect(),
-        late: None,
-    };
-    let options = ReadOptions {
-        on_bad_row: policy,
-        ..ReadOptions::default()
-    };
-    let mut bad = BadRows::default();
-    let mut rows = 0u64;
-    let cuts = split_file(&path, format, parts).map_err(|e| e.to_string())?;
-    for (i, (start, end)) in cuts.into_iter().enumerate() {
-        let chunk = Chunk {
-            input: 0,
-            file: 0,
-            start,
-            end,
-            header: i == 0,
-        };
-        read_chunk(
-            &input,
-            &chunk,
-            &projection,
-            &options,
-            &mut bad,
-            &|_| {},
-            &mut |_| rows += 1,
-        )
-        .map_err(|e| e.to_string())?;
-    }
-    Ok((rows, bad.count))
-}
 
 fn valid_csv() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec((any::<i64>(), "[a-z,\"\n ]{0,8}"), 1..20).prop_map(|rows| {

@@ -44,7 +44,10 @@
 //! # Versions
 //! A deployment's outputs share a version `N` = 1 + the highest version any
 //! deployment ever had for any of those output names, so numbers are never
-//! reused, even after a drop. See [`deployment`] for the lifecycle.
+//! reused, even after a drop. The one exception: a deployment that never
+//! committed an epoch, removed by its creator when its run failed
+//! ([`TableStore::abandon_unused`]), leaves no trace, and its number goes to
+//! the next attempt. See [`deployment`] for the lifecycle.
 //!
 //! # One owner per deployment
 //! A process that drives a deployment (stream, reprocess, rollback) holds
@@ -54,6 +57,12 @@
 //! same transaction, that the generation is still its own: a process that
 //! was taken over is fenced off (`TableError::Fenced`) and writes nothing,
 //! even where the OS lock cannot reach (another host, a removed lock file).
+//!
+//! Every open connection also holds a shared lock on `STORE.locks/store.lock`,
+//! taken before SQLite opens the file: [`TableStore::remove_if_empty`] (a
+//! failed first `kappa stream` cleaning up the store it created) removes the
+//! files only when it can take that lock exclusively, so never under
+//! another kappa process.
 //!
 //! Files: [`ident`] (names), [`deployment`] (the model), `catalog.rs`
 //! (creating and reading deployments), `owner.rs` (the lock and the lease),
