@@ -127,9 +127,11 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Option<std::process:
     match rx.recv_timeout(limit) {
         Ok(out) => Some(out.unwrap()),
         Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-9", &format!("-{pid}")])
-                .status();
+            let group = libc::pid_t::try_from(pid).expect("a pid");
+            assert!(group > 1, "no process group to kill");
+            // SAFETY: kill(2) with a negative pid signals that process group
+            // (the child's own, from `process_group(0)`), nothing else.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
             None
         }
     }
