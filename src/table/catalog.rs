@@ -21,6 +21,7 @@ use super::deployment::{
 use super::epoch::InputOffset;
 use super::owner::{Lease, describe, require_lease};
 use super::{TableError, TableStore, ident, now_ms, swap};
+use crate::schema::OutputSchema;
 
 /// The columns `read_deployment` expects, in order.
 const SELECT_DEPLOYMENT: &str = "SELECT id, job, job_version, version, params, inputs, outputs, \
@@ -253,13 +254,24 @@ fn validate(d: &NewDeployment) -> Result<(), TableError> {
     if !matches!(d.state, DeploymentState::Building | DeploymentState::Live) {
         return Err(invalid(format!("cannot be created {}", d.state)));
     }
-    if d.outputs.is_empty() {
+    validate_outputs(&d.job, &d.outputs)
+}
+
+/// The outputs' names, columns and keys are valid: at creation, and on
+/// every read of a catalog row (whose text a damaged or edited file may
+/// have changed), before any SQL is built from them.
+fn validate_outputs(job: &str, outputs: &[OutputSchema]) -> Result<(), TableError> {
+    let invalid = |reason: String| TableError::InvalidDeployment {
+        job: job.to_string(),
+        reason,
+    };
+    if outputs.is_empty() {
         return Err(invalid("it has no outputs".into()));
     }
-    if let Some(dup) = ident::first_duplicate(d.outputs.iter().map(|o| o.name.as_str())) {
+    if let Some(dup) = ident::first_duplicate(outputs.iter().map(|o| o.name.as_str())) {
         return Err(invalid(format!("output '{dup}' appears twice")));
     }
-    for o in &d.outputs {
+    for o in outputs {
         ident::check_output(&o.name)?;
         if o.columns.is_empty() {
             return Err(invalid(format!("output '{}' has no columns", o.name)));
@@ -461,7 +473,7 @@ impl RawDeployment {
         Ok(Deployment {
             params: from_json(id, "params", &self.params)?,
             inputs: from_json(id, "inputs", &self.inputs)?,
-            outputs: from_json(id, "outputs", &self.outputs)?,
+            outputs: checked_outputs(id, &self.fixed.job, &self.outputs)?,
             state: self.state.parse().map_err(|reason| TableError::Corrupt {
                 what: format!("deployment {id}, state"),
                 reason,
@@ -474,6 +486,15 @@ impl RawDeployment {
             ..self.fixed
         })
     }
+}
+
+fn checked_outputs(id: i64, job: &str, text: &str) -> Result<Vec<OutputSchema>, TableError> {
+    let outputs: Vec<OutputSchema> = from_json(id, "outputs", text)?;
+    validate_outputs(job, &outputs).map_err(|e| TableError::Corrupt {
+        what: format!("deployment {id}, outputs"),
+        reason: e.to_string(),
+    })?;
+    Ok(outputs)
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(

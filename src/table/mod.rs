@@ -81,6 +81,8 @@ mod swap;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_catalog_rows;
+#[cfg(test)]
 mod tests_concurrency;
 #[cfg(test)]
 mod tests_versions;
