@@ -264,6 +264,16 @@ impl TableStore {
         if !empty || !presence.try_upgrade().map_err(io(presence.path()))? {
             return Ok(false);
         }
+        // Another process may have opened, filled and closed the store
+        // between the check and the upgrade; now no one can.
+        let still_empty: bool = Connection::open(&path)?.query_row(
+            "SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)",
+            [],
+            |r| r.get(0),
+        )?;
+        if !still_empty {
+            return Ok(false);
+        }
         for suffix in ["", "-wal", "-shm"] {
             let mut name = path.as_os_str().to_os_string();
             name.push(suffix);
