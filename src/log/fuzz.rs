@@ -68,6 +68,23 @@ fn read_log(dir: &std::path::Path) {
     let _ = log.writer("t");
 }
 
+/// Applies `(position, byte, kind)` edits to `bytes`: kind 0 overwrites the
+/// byte at `position % (len + 1)`, 1 inserts `byte` there, 2 removes it —
+/// how the property tests turn a valid file into a damaged one.
+pub fn edit(bytes: &mut Vec<u8>, edits: &[(usize, u8, u8)]) {
+    for &(at, byte, kind) in edits {
+        let i = at % (bytes.len() + 1);
+        match kind % 3 {
+            0 if i < bytes.len() => bytes[i] = byte,
+            1 => bytes.insert(i, byte),
+            _ if i < bytes.len() => {
+                bytes.remove(i);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A new empty directory under the system's temp dir (no dev-dependency:
 /// the fuzz targets build this module outside tests).
 pub(crate) fn scratch_dir() -> std::path::PathBuf {

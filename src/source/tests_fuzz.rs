@@ -32,20 +32,10 @@ fn valid_jsonl() -> impl Strategy<Value = Vec<u8>> {
 fn mutated(valid: impl Strategy<Value = Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
     (
         valid,
-        proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..6),
+        proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..3), 1..6),
     )
         .prop_map(|(mut bytes, edits)| {
-            for (at, byte, kind) in edits {
-                let i = at.index(bytes.len().max(1)).min(bytes.len());
-                match kind {
-                    0 if i < bytes.len() => bytes[i] = byte,
-                    1 => bytes.insert(i, byte),
-                    _ if i < bytes.len() => {
-                        bytes.remove(i);
-                    }
-                    _ => {}
-                }
-            }
+            crate::log::fuzz::edit(&mut bytes, &edits);
             bytes
         })
 }

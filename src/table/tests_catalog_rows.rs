@@ -10,20 +10,10 @@ use super::tests::{commit, new_deployment, row, schema, store};
 use super::*;
 use crate::value::Value;
 
-/// A valid text with a few bytes overwritten, inserted or removed.
-fn mutate(text: &str, edits: &[(prop::sample::Index, u8, u8)]) -> String {
+/// `text` with a few bytes overwritten, inserted or removed.
+fn mutate(text: &str, edits: &[(usize, u8, u8)]) -> String {
     let mut bytes = text.as_bytes().to_vec();
-    for (at, byte, kind) in edits {
-        let i = at.index(bytes.len().max(1)).min(bytes.len());
-        match kind % 3 {
-            0 if i < bytes.len() => bytes[i] = *byte,
-            1 => bytes.insert(i, *byte),
-            _ if i < bytes.len() => {
-                bytes.remove(i);
-            }
-            _ => {}
-        }
-    }
+    crate::log::fuzz::edit(&mut bytes, edits);
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -35,7 +25,7 @@ proptest! {
     #[test]
     fn damaged_catalog_rows_are_read_or_refused(
         column in 0..COLUMNS.len(),
-        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), any::<u8>()), 1..5),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>(), any::<u8>()), 1..5),
         next_offset in any::<i64>(),
         last_crc in any::<i64>(),
     ) {
