@@ -144,7 +144,13 @@ impl Dataflow for FollowersFlow {
             follows
                 .clone()
                 .relational_join_with(posts, columns, JoinKind::Inner, &self.join);
-        let counts = follows.group_aggregate_with(vec![1], vec![], self.aggs.clone(), &self.group);
+        let counts = follows.group_aggregate_with(
+            vec![1],
+            vec![],
+            self.aggs.clone(),
+            &self.group,
+            Updates::Any,
+        );
         vec![timeline, counts]
     }
 }

@@ -133,13 +133,24 @@ struct GroupByFlow {
 }
 
 impl Dataflow for GroupByFlow {
+    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, context: &BuildContext<'s>) -> Vec<Rows<'s>> {
+        self.group(inputs, context.updates)
+    }
+
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
+        self.group(inputs, Updates::Any)
+    }
+}
+
+impl GroupByFlow {
+    fn group<'s>(&self, inputs: Vec<Rows<'s>>, updates: Updates) -> Vec<Rows<'s>> {
         let input = inputs.into_iter().next().expect("group-by has one input");
         vec![input.group_aggregate_with(
             self.key.clone(),
             self.values.clone(),
             self.aggs.clone(),
             &self.physical,
+            updates,
         )]
     }
 }

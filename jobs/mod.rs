@@ -55,8 +55,8 @@ mod kappa_job_prelude {
     pub use std::sync::Arc;
 
     pub use crate::job::{
-        Dataflow, InputFormat, InputSpec, Job, JobSpec, LATE_PARAMS, OutputSpec, ParamSpec, Params,
-        Plan, PlanError, Rows,
+        BuildContext, Dataflow, InputFormat, InputSpec, Job, JobSpec, LATE_PARAMS, OutputSpec,
+        ParamSpec, Params, Plan, PlanError, Rows, Updates,
     };
     pub use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
     pub use crate::value::{Row, Value};

@@ -178,6 +178,20 @@ pub struct BuildContext<'s> {
     /// Watermark announcements from every worker (a stream runner sends
     /// them each epoch; other runners close it at once, so nothing is released).
     pub watermarks: timely::dataflow::StreamVec<'s, Time, Watermark>,
+    /// What kind of changes the inputs carry.
+    pub updates: Updates,
+}
+
+/// The kind of changes a runner feeds into a dataflow's inputs. It informs
+/// how operators compute (what state they must keep), never what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Updates {
+    /// Rows only arrive, never leave (a batch run over files): an operator
+    /// may keep only what insertions can change, such as the extremes of
+    /// `min` and `max`.
+    InsertOnly,
+    /// Rows may also be retracted (changelog topics, streams in general).
+    Any,
 }
 
 /// A planned job, ready to run.
@@ -202,9 +216,10 @@ impl Plan {
     pub fn instantiate<'s>(
         &self,
         scope: timely::dataflow::Scope<'s, Time>,
+        updates: Updates,
     ) -> (Vec<RowInput>, Vec<Rows<'s>>) {
         // Dropping the watermark input closes it: nothing is announced.
-        let (sessions, _watermarks, outputs) = self.instantiate_with_watermarks(scope);
+        let (sessions, _watermarks, outputs) = self.instantiate_with_watermarks(scope, updates);
         (sessions, outputs)
     }
 
@@ -213,6 +228,7 @@ impl Plan {
     pub fn instantiate_with_watermarks<'s>(
         &self,
         scope: timely::dataflow::Scope<'s, Time>,
+        updates: Updates,
     ) -> (Vec<RowInput>, WatermarkInput, Vec<Rows<'s>>) {
         use differential_dataflow::input::Input;
         use timely::dataflow::operators::Input as _;
@@ -222,7 +238,10 @@ impl Plan {
             .map(|_| scope.new_collection::<Row, isize>())
             .unzip();
         let (watermark_input, watermarks) = scope.new_input::<Vec<Watermark>>();
-        let context = BuildContext { watermarks };
+        let context = BuildContext {
+            watermarks,
+            updates,
+        };
         let outputs = self.dataflow.build_in(collections, &context);
         assert_eq!(
             outputs.len(),

@@ -25,7 +25,7 @@ use timely::dataflow::operators::generic::operator::Operator;
 
 use super::combine::Combiner;
 use super::{RunError, WorkerConfig};
-use crate::job::{Plan, Time};
+use crate::job::{Plan, Time, Updates};
 use crate::source::late::LateFilter;
 use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, SourceError};
 use crate::value::Row;
@@ -188,7 +188,7 @@ impl Shared {
             plan.outputs.iter().map(|_| Default::default()).collect();
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
             let _stats = self.run.stats.clone().map(crate::stats::install);
-            let (sessions, outputs) = plan.instantiate(scope);
+            let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly);
             for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
                 output
                     .inner

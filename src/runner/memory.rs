@@ -12,7 +12,7 @@ use differential_dataflow::consolidation::consolidate;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
 
-use crate::job::{Plan, Time};
+use crate::job::{Plan, Time, Updates};
 use crate::value::Row;
 
 /// Runs `plan` over full (unprojected) input rows, in spec order; returns per
@@ -50,6 +50,11 @@ pub fn run_projected(
     inputs: Vec<Vec<(Row, isize)>>,
     workers: usize,
 ) -> Vec<Vec<(Row, isize)>> {
+    // Consolidated tables (what verify recomputes from) only insert.
+    let updates = match inputs.iter().flatten().all(|(_, n)| *n > 0) {
+        true => Updates::InsertOnly,
+        false => Updates::Any,
+    };
     let projected = inputs;
     let shared = Arc::new((plan.clone(), projected));
     let results: Arc<Mutex<Vec<crate::runner::OutputRows>>> =
@@ -59,7 +64,7 @@ pub fn run_projected(
         let (index, peers) = (worker.index(), worker.peers());
         let (plan, inputs) = &*shared;
         let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, outputs) = plan.instantiate(scope);
+            let (sessions, outputs) = plan.instantiate(scope, updates);
             for (i, output) in outputs.into_iter().enumerate() {
                 let results = sink_results.clone();
                 output

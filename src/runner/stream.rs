@@ -32,7 +32,7 @@ use super::combine::Combiner;
 pub use super::commit::CatchUp;
 use super::commit::{Committer, EpochLogs, is_retired};
 use super::{RunError, WorkerConfig};
-use crate::job::{Plan, Time};
+use crate::job::{Plan, Time, Updates};
 use crate::log::{Log, Start};
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions, SourceError};
@@ -260,7 +260,7 @@ impl Shared {
         let probe = ProbeHandle::new();
         let shared = self.clone();
         let (mut sessions, mut watermarks) = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, watermarks, outputs) = plan.instantiate_with_watermarks(scope);
+            let (sessions, watermarks, outputs) = plan.instantiate_with_watermarks(scope, Updates::Any);
             let tagged = outputs
                 .into_iter()
                 .enumerate()
