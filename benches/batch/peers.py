@@ -6,6 +6,8 @@ with both engines limited to THREADS threads (default 2). Best of RUNS runs.
 
 Queries (keys of the JSON output, per engine):
   count                  SELECT key, count(*) FROM fact GROUP BY key   -> CSV (unsorted)
+  count_sorted           the same, ORDER BY key                        (kappa writes sorted output)
+  group_sorted           SELECT key, count(*), sum(value), max(value) ... GROUP BY key ORDER BY key
   join_count             count(*) of fact JOIN dim USING (key)         (no output written)
   join_write             fact JOIN dim -> CSV key,value,attr           (unsorted)
   join_write_sorted      same, ORDER BY key, value, attr               (kappa writes sorted output)
@@ -18,6 +20,9 @@ If duckdb/polars are not importable, a virtualenv is created at benches/batch/.v
 (`python3 -m venv` + `pip install duckdb polars`) and the script re-runs itself
 there. If that fails, or an engine fails to import or run, its timings are null and
 a note says why; the script itself does not fail.
+
+Each query runs in a child process of its own (`--single ENGINE QUERY`), so that
+its peak memory (the child's max RSS, interpreter and engine included) is its own.
 
 Prints one JSON object on stdout; progress goes to stderr.
 
@@ -38,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(HERE, ".venv")
 VENV_PY = os.path.join(VENV, "bin", "python")
 ENGINES = ("duckdb", "polars")
-QUERIES = ("count", "join_count", "join_write", "join_write_sorted",
+QUERIES = ("count", "count_sorted", "group_sorted", "join_count", "join_write", "join_write_sorted",
            "skew_join_count", "skew_join_write", "skew_join_write_sorted")
 
 
@@ -135,6 +140,11 @@ def duckdb_queries(data: str, out: str, threads: int):
     o = lambda n: os.path.join(out, f"duckdb_{n}.csv")
     qs["count"] = (copy_to(f"SELECT key, count(*) AS count FROM {rd_fact('fact.csv')} GROUP BY key",
                            o("count")), o("count"))
+    qs["count_sorted"] = (copy_to(f"SELECT key, count(*) AS count FROM {rd_fact('fact.csv')} "
+                                  "GROUP BY key ORDER BY key", o("count_sorted")), o("count_sorted"))
+    qs["group_sorted"] = (copy_to(f"SELECT key, count(*) AS count, sum(value) AS sum_value, "
+                                  f"max(value) AS max_value FROM {rd_fact('fact.csv')} "
+                                  "GROUP BY key ORDER BY key", o("group_sorted")), o("group_sorted"))
     for prefix, fact in (("", "fact.csv"), ("skew_", "fact_skew.csv")):
         join = f"FROM {rd_fact(fact)} f JOIN {rd_dim} d ON f.key = d.key"
         qs[prefix + "join_count"] = (lambda join=join: run(f"SELECT count(*) {join}", fetch=True)[0][0], None)
@@ -168,6 +178,11 @@ def polars_queries(data: str, out: str, threads: int):
     qs = {}
     qs["count"] = (write(lambda: scan_fact("fact.csv").group_by("key").agg(length().alias("count")),
                          o("count")), o("count"))
+    qs["count_sorted"] = (write(lambda: scan_fact("fact.csv").group_by("key").agg(length().alias("count"))
+                                .sort("key"), o("count_sorted")), o("count_sorted"))
+    qs["group_sorted"] = (write(lambda: scan_fact("fact.csv").group_by("key").agg(
+        length().alias("count"), pl.col("value").sum().alias("sum_value"),
+        pl.col("value").max().alias("max_value")).sort("key"), o("group_sorted")), o("group_sorted"))
     for prefix, fact in (("", "fact.csv"), ("skew_", "fact_skew.csv")):
         joined = lambda fact=fact: scan_fact(fact).join(scan_dim(), on="key", how="inner")
         qs[prefix + "join_count"] = (lambda joined=joined: joined().select(length()).collect().item(), None)
@@ -188,7 +203,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-sorted", action="store_true", help="skip the *_write_sorted variants")
     ap.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of duckdb,polars")
+    ap.add_argument("--single", nargs=2, metavar=("ENGINE", "QUERY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.single:
+        return single(args)
 
     os.environ["POLARS_MAX_THREADS"] = str(args.threads)
     notes: list = []
@@ -238,27 +256,53 @@ def main() -> int:
             continue
         result["all_times"][engine] = {}
         result["output_rows"][engine] = {}
+        result.setdefault("max_rss_kib", {})[engine] = {}
         for q in QUERIES:
-            if args.no_sorted and q.endswith("_sorted"):
+            if args.no_sorted and q.endswith("_sorted") and q not in ("count_sorted", "group_sorted"):
                 continue
-            fn, path = qs[q]
+            child = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), data, "--out-dir", out, "--runs", str(args.runs),
+                 "--threads", str(args.threads), "--single", engine, q],
+                stdout=subprocess.PIPE, env=dict(os.environ, KAPPA_PEERS_NO_VENV="1"))
             try:
-                best, all_t, r = best_of(fn, args.runs)
-            except Exception as e:
-                notes.append(f"{engine} {q} failed: {type(e).__name__}: {e}")
+                r = json.loads(child.stdout)
+            except ValueError:
+                r = {"error": f"exit {child.returncode}, no result"}
+            if "error" in r:
+                notes.append(f"{engine} {q} failed: {r['error']}")
                 log(notes[-1])
                 continue
+            best, all_t, n = r["best"], r["all"], r["rows"]
             times[q] = round(best, 4)
             result["all_times"][engine][q] = [round(t, 4) for t in all_t]
-            n = r if path is None else csv_rows(path)
             result["output_rows"][engine][q] = n
-            if path is not None and q != "count":
-                os.remove(path)  # keep the disk tidy: 10M-row join outputs are ~150 MB each
-            log(f"{engine:6} {q:24} best {best:8.3f}s  runs {' '.join(f'{t:.3f}' for t in all_t)}  rows {n}")
+            result["max_rss_kib"][engine][q] = r["max_rss_kib"]
+            log(f"{engine:6} {q:24} best {best:8.3f}s  runs {' '.join(f'{t:.3f}' for t in all_t)}  "
+                f"rows {n}  maxrss {r['max_rss_kib'] // 1024} MiB")
 
     if tmp_out:
         shutil.rmtree(out, ignore_errors=True)
     print(json.dumps(result, indent=2))
+    return 0
+
+
+def single(args) -> int:
+    """Runs one query of one engine, best of --runs; prints its times, rows and max RSS."""
+    import resource
+    engine, q = args.single
+    builders = {"duckdb": duckdb_queries, "polars": polars_queries}
+    try:
+        _, qs = builders[engine](os.path.abspath(args.data_dir), args.out_dir, args.threads)
+        fn, path = qs[q]
+        best, all_t, r = best_of(fn, args.runs)
+    except Exception as e:
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        return 0
+    n = r if path is None else csv_rows(path)
+    if path is not None and q != "count":
+        os.remove(path)  # keep the disk tidy: 10M-row join outputs are ~150 MB each
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"best": best, "all": all_t, "rows": n, "max_rss_kib": rss}))
     return 0
 
 

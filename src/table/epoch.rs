@@ -23,11 +23,19 @@
 //!   decrement it if it is larger, else fail;
 //! - `diff > 0`: increment the row if present, else insert it.
 //!
+//! An updated row of a keyed output — the retraction of a row and the
+//! insertion of another with the same key and count, as a group whose
+//! aggregates changed — is one statement that rewrites the old row's
+//! non-key columns in place, when the old row holds exactly that count and
+//! the new row is not stored yet; otherwise it is applied as the two
+//! changes it is.
+//!
 //! Each statement is prepared once per table (`prepare_cached`) and matches
 //! the row with `"c" IS ?i AND typeof("c") = typeof(?i)` on every column, so
 //! NULLs match and `1` never matches `1.0`; SQLite uses the key index for the
 //! `IS` terms. That is one or two index lookups per change.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rusqlite::{Connection, Statement, params};
@@ -56,14 +64,19 @@ pub struct InputOffset {
 }
 
 /// The statements that apply changes to one version table. Parameters
-/// `?1..?n` are the row's values, `?{n+1}` the count.
+/// `?1..?n` are the row's values, `?{n+1}` the count; `replace` also takes
+/// the new row as `?{n+2}..?{2n+1}`.
 pub(super) struct TableSql {
     table: String,
     arity: usize,
+    /// The output key's columns; `None` for a bag (the key is the whole
+    /// row, so no two changes share a key).
+    key: Option<Vec<usize>>,
     delete: String,
     decrement: String,
     increment: String,
     insert: String,
+    replace: String,
 }
 
 impl TableSql {
@@ -79,7 +92,23 @@ impl TableSql {
         let t = quote(&table);
         let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
         let values: Vec<String> = (1..=count).map(|i| format!("?{i}")).collect();
+        let new = |i: usize| count + 1 + i;
+        let set: Vec<String> = (0..n)
+            .filter(|i| !schema.key.contains(i))
+            .map(|i| format!("{} = ?{}", columns[i], new(i)))
+            .collect();
+        let new_matches: Vec<String> = (0..n)
+            .map(|i| format!("{c} IS ?{j} AND typeof({c}) = typeof(?{j})", c = columns[i], j = new(i)))
+            .collect();
+        let keyed = !schema.key.is_empty() && !set.is_empty();
         TableSql {
+            key: keyed.then(|| schema.key.clone()),
+            replace: format!(
+                "UPDATE {t} SET {} WHERE {matches} AND kappa_n = ?{count} \
+                 AND NOT EXISTS (SELECT 1 FROM {t} WHERE {})",
+                set.join(", "),
+                new_matches.join(" AND ")
+            ),
             delete: format!("DELETE FROM {t} WHERE {matches} AND kappa_n = ?{count}"),
             decrement: format!(
                 "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
@@ -150,15 +179,32 @@ impl TableStore {
     }
 }
 
-/// Applies one output's consolidated changes: retractions, then additions.
+/// Applies one output's consolidated changes: updated rows in place where
+/// they can be, then retractions, then additions.
 pub(super) fn apply(
     conn: &Connection,
     sql: &TableSql,
     rows: &[(Row, isize)],
 ) -> Result<(), TableError> {
+    let mut done = vec![false; rows.len()];
+    if let Some(key) = &sql.key {
+        let mut replace = conn.prepare_cached(&sql.replace)?;
+        for (old, new) in updates(key, rows) {
+            let (old_row, diff) = &rows[old];
+            if replace_row(&mut replace, sql, old_row, -(*diff as i64), &rows[new].0)? > 0 {
+                done[old] = true;
+                done[new] = true;
+            }
+        }
+    }
+    let rows: Vec<&(Row, isize)> = rows
+        .iter()
+        .zip(&done)
+        .filter_map(|(r, done)| (!done).then_some(r))
+        .collect();
     let mut delete = conn.prepare_cached(&sql.delete)?;
     let mut decrement = conn.prepare_cached(&sql.decrement)?;
-    for (row, diff) in rows.iter().filter(|(_, d)| *d < 0) {
+    for (row, diff) in rows.iter().copied().filter(|(_, d)| *d < 0) {
         let n = -(*diff as i64);
         if run(&mut delete, sql, row, n)? == 0 && run(&mut decrement, sql, row, n)? == 0 {
             return Err(TableError::RetractMissing {
@@ -170,13 +216,55 @@ pub(super) fn apply(
     }
     let mut increment = conn.prepare_cached(&sql.increment)?;
     let mut insert = conn.prepare_cached(&sql.insert)?;
-    for (row, diff) in rows.iter().filter(|(_, d)| *d > 0) {
+    for (row, diff) in rows.iter().copied().filter(|(_, d)| *d > 0) {
         let n = *diff as i64;
         if run(&mut increment, sql, row, n)? == 0 {
             run(&mut insert, sql, row, n)?;
         }
     }
     Ok(())
+}
+
+/// The updates among consolidated changes: `(retraction, insertion)`
+/// index pairs, where a key has exactly one of each, with opposite diffs.
+fn updates(key: &[usize], rows: &[(Row, isize)]) -> Vec<(usize, usize)> {
+    // Per key: the retraction and insertion seen, and whether there were more.
+    let mut by_key: HashMap<Vec<&crate::value::Value>, (Option<usize>, Option<usize>, bool)> =
+        HashMap::new();
+    for (i, (row, diff)) in rows.iter().enumerate() {
+        let Some(k) = key.iter().map(|&c| row.get(c)).collect::<Option<Vec<_>>>() else {
+            continue; // the wrong arity: the general path reports it
+        };
+        let (old, new, more) = by_key.entry(k).or_default();
+        let slot = if *diff < 0 { old } else { new };
+        *more |= slot.replace(i).is_some();
+    }
+    let mut pairs: Vec<(usize, usize)> = by_key
+        .into_values()
+        .filter_map(|(old, new, more)| match (old, new, more) {
+            (Some(o), Some(n), false) if rows[o].1 == -rows[n].1 => Some((o, n)),
+            _ => None,
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs
+}
+
+/// Runs `replace` for `old` (held `count` times) becoming `new`; the rows it changed.
+fn replace_row(
+    stmt: &mut Statement<'_>,
+    sql: &TableSql,
+    old: &Row,
+    count: i64,
+    new: &Row,
+) -> Result<usize, TableError> {
+    if old.len() != sql.arity || new.len() != sql.arity {
+        return Ok(0); // the general path reports the arity
+    }
+    for (i, v) in new.iter().enumerate() {
+        stmt.raw_bind_parameter(sql.arity + 2 + i, v)?;
+    }
+    run(stmt, sql, old, count)
 }
 
 /// Binds a row and a count and runs the statement; the rows it changed.
