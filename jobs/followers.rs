@@ -143,7 +143,7 @@ impl Dataflow for FollowersFlow {
         let timeline =
             follows
                 .clone()
-                .relational_join_with(posts, columns, JoinKind::Inner, &self.join);
+                .relational_join_with(posts, columns, JoinKind::Inner, &self.join, Updates::Any);
         let counts = follows.group_aggregate_with(
             vec![1],
             vec![],

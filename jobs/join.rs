@@ -131,10 +131,21 @@ struct JoinFlow {
 }
 
 impl Dataflow for JoinFlow {
+    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, context: &BuildContext<'s>) -> Vec<Rows<'s>> {
+        self.join(inputs, context.updates)
+    }
+
     fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
+        self.join(inputs, Updates::Any)
+    }
+}
+
+impl JoinFlow {
+    fn join<'s>(&self, inputs: Vec<Rows<'s>>, updates: Updates) -> Vec<Rows<'s>> {
         let mut inputs = inputs.into_iter();
         let (left, right) = (inputs.next().expect("left"), inputs.next().expect("right"));
-        vec![left.relational_join_with(right, self.columns.clone(), self.kind, &self.physical)]
+        let (columns, kind) = (self.columns.clone(), self.kind);
+        vec![left.relational_join_with(right, columns, kind, &self.physical, updates)]
     }
 }
 

@@ -26,6 +26,17 @@ use serde::{Deserialize, Serialize};
 /// One row of typed values, in the column order of its schema.
 pub type Row = Vec<Value>;
 
+/// A short row held inline (up to [`KEY_INLINE`] values without a heap
+/// allocation): the keys of hash tables probed once per input row (the
+/// combiner, grouping's pre-aggregation), where following a pointer to a
+/// heap row costs a cache miss per probe. It hashes and compares as the
+/// same values in a [`Row`] do, so a table keyed by `Key` is probed with a
+/// `&[Value]`.
+pub type Key = smallvec::SmallVec<[Value; KEY_INLINE]>;
+
+/// Values a [`Key`] holds inline.
+pub const KEY_INLINE: usize = 2;
+
 /// A typed value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Value {
@@ -70,6 +81,8 @@ impl Ord for F64 {
         self.0.total_cmp(&other.0)
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Value>() == 24, "a Value is three words");
 
 impl Value {
     pub fn float(x: f64) -> Value {

@@ -41,7 +41,10 @@ RESULTS=$HERE/results
 LOGS=$RESULTS/logs
 LOCK=/tmp/kappa-cpu.lock
 mkdir -p "$LOGS" "$WORK"
-say() { printf '== %s\n' "$*" >&2; }
+BENCH_TMP=$(mktemp -d /tmp/kappa-nexmark.XXXXXX)
+trap 'rm -rf "$BENCH_TMP"' EXIT
+CPU_LOCK=$LOCK
+. "$ROOT/benches/lib.sh"   # say, bench (best of RUNS, under the CPU lock), best, ratio
 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     say "cargo build --profile perf --features bench-tools"
@@ -61,28 +64,6 @@ inputs() { # the inputs of query $1
     case $1 in 3|8) echo "person auction" ;; 4|9) echo "auction bid" ;; *) echo "bid" ;; esac
 }
 
-# timed NAME CMD...: best-of-RUNS wall seconds, user+sys and peak RSS (KiB) into $WORK/NAME.best
-timed() {
-    local name=$1; shift
-    local best="" r
-    for ((r = 0; r < RUNS; r++)); do
-        rm -rf "$WORK/out" "$WORK"/tables.db*
-        local rc=0
-        # Wall time is /usr/bin/time's, inside the lock: waiting for it is not counted.
-        flock "$LOCK" /usr/bin/time -f '%e %U %S %M' -o "$WORK/rusage" "$@" >"$LOGS/$name.stdout" 2>"$LOGS/$name.stderr" || rc=$?
-        if ((rc != 0)); then
-            echo "   $name FAILED (exit $rc)" >&2; tail -n 5 "$LOGS/$name.stderr" >&2; return 1
-        fi
-        local dt u s rss
-        read -r dt u s rss < <(tail -n 1 "$WORK/rusage")
-        echo "   $name: ${dt}s cpu $(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.1f", u + s }')s maxrss $((rss / 1024)) MiB (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-        if [[ -z $best ]] || awk -v a="$dt" -v b="${best%% *}" 'BEGIN { exit !(a < b) }'; then
-            best="$dt $(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.1f", u + s }') $((rss / 1024))"
-        fi
-    done
-    echo "$best" >"$WORK/$name.best"
-}
-
 cat "$DATA"/csv/*.csv >/dev/null # warm the page cache
 for q in $QUERIES; do
     say "q$q"
@@ -91,10 +72,11 @@ for q in $QUERIES; do
         run_args+=(-i "$i=$DATA/csv/$i.csv")
         stream_args+=(-i "$i=nexmark-$i")
     done
-    timed "q$q-stream" "$KAPPA" stream "nexmark-q$q" "${stream_args[@]}" --until-caught-up --quiet \
+    PRE='rm -rf "$WORK/out" "$WORK"/tables.db*'
+    PRE=$PRE bench "q$q-stream" "$KAPPA" stream "nexmark-q$q" "${stream_args[@]}" --until-caught-up --quiet \
         --workers "$WORKERS" --log-dir "$DATA/log" --table-db "$WORK/tables.db"
-    timed "q$q-batch" "$KAPPA" run "nexmark-q$q" "${run_args[@]}" -o "$WORK/out" --workers "$WORKERS"
-    case $q in 0|1|4) timed "q$q-dd" "$BARE" "q$q" "$DATA/csv" "$WORKERS" ;; esac
+    PRE=$PRE bench "q$q-batch" "$KAPPA" run "nexmark-q$q" "${run_args[@]}" -o "$WORK/out" --workers "$WORKERS"
+    case $q in 0|1|4) bench "q$q-dd" "$BARE" "q$q" "$DATA/csv" "$WORKERS" ;; esac
 done
 
 # ---------------------------------------------------------------- report
@@ -102,21 +84,30 @@ done
 # for q0-q3 the sources are quoted as a range.
 declare -A FLINK=([0]=150-175 [1]=150-175 [2]=150-175 [3]=150-175 [4]=34 [5]=22 [7]=12 [8]=146 [9]=14)
 declare -A FELDERA=([0]=410-436 [1]=410-436 [2]=410-436 [3]=410-436 [4]=265 [5]=412 [7]=196 [8]=415 [9]=57)
+# Feldera's own DBSP nexmark bench built and run on this machine (commit 5c7931d, dbsp 0.337.0,
+# --cpu-cores 2, 10M events, K events/s per core; issue 13): the figures kappa run must reach.
+declare -A FELDERA_HERE=([0]=607 [1]=421 [4]=362 [5]=470 [7]=387 [9]=125)
+# best3 NAME: "wall cpu MiB" of NAME's best run
+best3() { best "$1" | awk '{ printf "%s %.1f %d\n", $1, $2, $3 / 1024 }'; }
 rate() { awk -v n="$EVENTS" -v t="$1" -v w="${2:-1}" 'BEGIN { printf "%.0f", n / t / w / 1000 }'; }
 {
     echo "Nexmark, $EVENTS events, $WORKERS workers, $(date -u +%F), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
     echo
-    echo "| query | records read | kappa stream: wall s (CPU s), K events/s, **K/core**, peak RSS | kappa batch: wall s (CPU s), K events/s, **K/core**, peak RSS | bare dd: wall s (CPU s), K/core; kappa batch / dd | Flink 1.13 K/core | Feldera K/core |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| query | records read | kappa stream: wall s (CPU s), K events/s, **K/core**, peak RSS | kappa batch: wall s (CPU s), K events/s, **K/core**, peak RSS | bare dd: wall s (CPU s), K/core; kappa batch / dd | Feldera on this machine K/core; kappa batch / Feldera | Flink 1.13 K/core (published) | Feldera K/core (published) |"
+    echo "|---|---|---|---|---|---|---|---|"
     for q in $QUERIES; do
-        read -r st scpu srss <"$WORK/q$q-stream.best"
-        read -r bt bcpu brss <"$WORK/q$q-batch.best"
+        read -r st scpu srss < <(best3 "q$q-stream")
+        read -r bt bcpu brss < <(best3 "q$q-batch")
         recs=$(grep -o 'rows in ([^)]*)' "$LOGS/q$q-batch.stderr" | head -1 | sed 's/rows in //')
         dd="—"
-        if [[ -f $WORK/q$q-dd.best ]] && [[ $q =~ ^(0|1|4)$ ]]; then
-            read -r dt dcpu _ <"$WORK/q$q-dd.best"
-            dd="$dt s ($dcpu), $(rate "$dt" "$WORKERS"); $(awk -v a="$bt" -v b="$dt" 'BEGIN { printf "%.1fx", a / b }')"
+        if [[ $q =~ ^(0|1|4)$ ]] && [[ -n $(best "q$q-dd") ]]; then
+            read -r dt dcpu _ < <(best3 "q$q-dd")
+            dd="$dt s ($dcpu), $(rate "$dt" "$WORKERS"); $(ratio "$bt" "$dt")"
         fi
-        echo "| q$q | $recs | $st s ($scpu), $(rate "$st"), **$(rate "$st" "$WORKERS")**, $srss MiB | $bt s ($bcpu), $(rate "$bt"), **$(rate "$bt" "$WORKERS")**, $brss MiB | $dd | ${FLINK[$q]} | ${FELDERA[$q]} |"
+        here="—"
+        if [[ -n ${FELDERA_HERE[$q]:-} ]]; then
+            here="${FELDERA_HERE[$q]}; $(ratio "$(rate "$bt" "$WORKERS")" "${FELDERA_HERE[$q]}")"
+        fi
+        echo "| q$q | $recs | $st s ($scpu), $(rate "$st"), **$(rate "$st" "$WORKERS")**, $srss MiB | $bt s ($bcpu), $(rate "$bt"), **$(rate "$bt" "$WORKERS")**, $brss MiB | $dd | $here | ${FLINK[$q]} | ${FELDERA[$q]} |"
     done
 } | tee "$RESULTS/latest.md"

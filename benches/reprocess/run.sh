@@ -104,24 +104,8 @@ say "holding $LOCK"
 echo "- load average when the timings started: $(cut -d' ' -f1-3 /proc/loadavg)" >"$TMP/notes.txt"
 note() { printf '%s\n' "$*" >>"$TMP/notes.txt"; }
 
-# timed NAME CMD...: one run; appends "wall cpu rss" to $TMP/NAME.runs
-timed() {
-    local name=$1; shift
-    local rc=0 t0 t1
-    t0=$EPOCHREALTIME
-    /usr/bin/time -f '%U %S %M' -o "$TMP/rusage" "$@" >"$LOGS/$name.stdout" 2>"$LOGS/$name.stderr" || rc=$?
-    t1=$EPOCHREALTIME
-    if ((rc != 0)); then
-        echo "   $name FAILED (exit $rc): $*" >&2
-        tail -n 5 "$LOGS/$name.stderr" | sed 's/^/     /' >&2
-        return 1
-    fi
-    local dt u s rss
-    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-    read -r u s rss < <(tail -n 1 "$TMP/rusage")
-    echo "$dt $(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }') $rss" >>"$TMP/$name.runs"
-    echo "   $name: ${dt}s  cpu $(tail -n 1 "$TMP/$name.runs" | cut -d' ' -f2)s  maxrss ${rss} KiB" >&2
-}
+BENCH_TMP=$TMP
+. "$ROOT/benches/lib.sh"   # timed: one run, "wall cpu rss" appended to $TMP/NAME.runs
 
 LOG_DIR=$WORK/log
 DB=$WORK/tables.db

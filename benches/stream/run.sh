@@ -63,7 +63,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say() { printf '== %s\n' "$*" >&2; }
+BENCH_TMP=$TMP
+. "$ROOT/benches/lib.sh"   # say, timed, bench, record (results.tsv)
 
 # ---------------------------------------------------------------- build
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
@@ -106,63 +107,6 @@ say "holding $LOCK"
 
 # ---------------------------------------------------------------- timing
 echo "- load average when the timings started: $(cut -d' ' -f1-3 /proc/loadavg) (other builds on the machine inflate every figure)" >"$TMP/notes.txt"
-# results.tsv: name, best wall s, all wall s, user+sys s of the best run, max RSS KiB of the best, status
-: >"$TMP/results.tsv"
-HAVE_TIME=0
-if [[ -x /usr/bin/time ]] && /usr/bin/time -f '%M' -o "$TMP/probe" true 2>/dev/null; then HAVE_TIME=1; fi
-
-# timed NAME CMD...: runs CMD once (after running $PRE, if set, untimed); appends to $TMP/$NAME.runs
-timed() {
-    local name=$1; shift
-    local rc=0 t0 t1
-    if [[ -n ${PRE:-} ]]; then eval "$PRE"; fi
-    t0=$EPOCHREALTIME
-    if ((HAVE_TIME)); then
-        /usr/bin/time -f '%U %S %M' -o "$TMP/rusage" "$@" >"$LOGS/$name.stdout" 2>"$LOGS/$name.stderr" || rc=$?
-    else
-        "$@" >"$LOGS/$name.stdout" 2>"$LOGS/$name.stderr" || rc=$?
-    fi
-    t1=$EPOCHREALTIME
-    if ((rc != 0)); then
-        echo "   $name FAILED (exit $rc): $*" >&2
-        tail -n 5 "$LOGS/$name.stderr" | sed 's/^/     /' >&2
-        return 1
-    fi
-    local dt cpu="" rss=""
-    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-    if ((HAVE_TIME)); then
-        read -r u s rss < <(tail -n 1 "$TMP/rusage")
-        cpu=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')
-    fi
-    echo "$dt $cpu $rss" >>"$TMP/$name.runs"
-    echo "   $name: ${dt}s${cpu:+  cpu ${cpu}s}${rss:+  maxrss ${rss} KiB}" >&2
-}
-
-# bench NAME CMD...: RUNS timed runs; records the best in results.tsv
-bench() {
-    local name=$1; shift
-    local i status=ok
-    rm -f "$TMP/$name.runs"
-    say "timing $name: $*"
-    for ((i = 1; i <= RUNS; i++)); do
-        timed "$name" "$@" || { status=FAILED; break; }
-    done
-    record "$name" "$status"
-}
-
-record() {
-    local name=$1 status=$2
-    if [[ $status == ok && -s $TMP/$name.runs ]]; then
-        sort -n -k1,1 "$TMP/$name.runs" | head -n 1 | {
-            read -r best cpu rss
-            all=$(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }' "$TMP/$name.runs")
-            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$best" "$all" "$cpu" "$rss" ok
-        } >>"$TMP/results.tsv"
-    else
-        printf '%s\t\t\t\t\t%s\n' "$name" FAILED >>"$TMP/results.tsv"
-    fi
-}
-
 note() { printf '%s\n' "$*" >>"$TMP/notes.txt"; }
 
 LOG_DIR=$WORK/log

@@ -11,6 +11,9 @@
 //! - `shuffle`: both sides partitioned by key (a reduce-side join).
 //! - `broadcast`: the right side is sent whole to every worker and arranged
 //!   there; the left side is arranged where it already is, never exchanged.
+//!   Where the inputs only insert ([`Updates::InsertOnly`]), the left side
+//!   is not arranged either: it streams through a hash table of the right
+//!   side ([`crate::ops::hash_join`]).
 //! - `skew`: left records of hot keys are spread over `(key, salt)`
 //!   partitions by a salt that hashes the whole record; the right records
 //!   of a hot key are replicated to each of its salts, so every partition
@@ -34,7 +37,7 @@ use differential_dataflow::{AsCollection, Hashable, VecCollection};
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Broadcast;
 
-use crate::job::{Rows, Time};
+use crate::job::{Rows, Time, Updates};
 use crate::ops::aggregate::project;
 pub use crate::ops::skew::Physical;
 use crate::ops::skew::{route, salt_of};
@@ -80,19 +83,21 @@ pub struct JoinColumns {
 pub trait RelationalJoin<'s> {
     /// A shuffle join.
     fn relational_join(self, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s>;
-    /// A join computed with strategy `physical` (same output as shuffle).
+    /// A join computed with strategy `physical` (same output as shuffle),
+    /// knowing what kind of changes its inputs carry.
     fn relational_join_with(
         self,
         right: Rows<'s>,
         columns: JoinColumns,
         kind: JoinKind,
         physical: &Physical,
+        updates: Updates,
     ) -> Rows<'s>;
 }
 
 impl<'s> RelationalJoin<'s> for Rows<'s> {
     fn relational_join(self, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s> {
-        self.relational_join_with(right, columns, kind, &Physical::Shuffle)
+        self.relational_join_with(right, columns, kind, &Physical::Shuffle, Updates::Any)
     }
 
     fn relational_join_with(
@@ -101,7 +106,11 @@ impl<'s> RelationalJoin<'s> for Rows<'s> {
         columns: JoinColumns,
         kind: JoinKind,
         physical: &Physical,
+        updates: Updates,
     ) -> Rows<'s> {
+        if matches!(physical, Physical::Broadcast) && updates == Updates::InsertOnly {
+            return crate::ops::hash_join::hash_join(self, right, columns, kind);
+        }
         // A one-column key is a `Value`, compared in place; wider keys are rows.
         if columns.left_key.len() == 1 {
             join_on::<Value>(self, right, columns, kind, physical)

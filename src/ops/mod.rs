@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod closing_window;
+pub mod hash_join;
 pub mod interval_join;
 pub mod join;
 pub mod skew;

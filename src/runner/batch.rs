@@ -4,7 +4,10 @@
 //! Every row is inserted at one logical time (epoch 0); the job's output is
 //! the accumulated output collection once all inputs are closed. Files are
 //! cut into chunks ([`crate::source::split`]) and chunk `i` is read by worker
-//! `i % workers`, so parsing is parallel. Each worker collects the output
+//! `i % workers`, so parsing is parallel. The smaller inputs are read first,
+//! and each worker closes an input as soon as it has read its chunks of it:
+//! operators that wait for a whole side (the hash join's table) get it
+//! before the big input streams through. Each worker collects the output
 //! updates that land on it and sorts and consolidates them; the driver
 //! merges the workers' sorted runs. The result is a function of the input
 //! collections only, hence byte-identical for every worker count.
@@ -144,9 +147,11 @@ fn first_error(mut errors: Vec<SourceError>) -> Option<SourceError> {
 
 /// Cuts every input file into about `workers` chunks. Files of an input
 /// under the `drop` late-event policy are read whole, in order, by one
-/// worker each: the rule depends on the order of a file's rows.
+/// worker each: the rule depends on the order of a file's rows. Chunks come
+/// input by input, the smallest input first.
 fn plan_chunks(inputs: &[InputFiles], plan: &Plan, workers: usize) -> Result<Vec<Chunk>, RunError> {
     let mut chunks = Vec::new();
+    let mut input_bytes = vec![0u64; inputs.len()];
     for (input, files) in inputs.iter().enumerate() {
         let pieces = match plan.inputs[input].late {
             Some(_) => 1,
@@ -156,6 +161,7 @@ fn plan_chunks(inputs: &[InputFiles], plan: &Plan, workers: usize) -> Result<Vec
             let ranges = source::split::split_file(path, files.format, pieces)
                 .map_err(|e| RunError::Source(SourceError::io(path, e)))?;
             for (start, end) in ranges {
+                input_bytes[input] += end - start;
                 chunks.push(Chunk {
                     input,
                     file,
@@ -166,8 +172,9 @@ fn plan_chunks(inputs: &[InputFiles], plan: &Plan, workers: usize) -> Result<Vec
             }
         }
     }
-    // Big chunks first, so that round-robin assignment spreads the bytes.
-    chunks.sort_by_key(|c| std::cmp::Reverse(c.end - c.start));
+    // Within an input, big chunks first, so that round-robin assignment
+    // spreads the bytes.
+    chunks.sort_by_key(|c| (input_bytes[c.input], c.input, std::cmp::Reverse(c.end - c.start)));
     Ok(chunks)
 }
 
@@ -186,7 +193,7 @@ impl Shared {
         let plan = &self.run.plan;
         let collected: Vec<Rc<RefCell<super::OutputRows>>> =
             plan.outputs.iter().map(|_| Default::default()).collect();
-        let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
+        let sessions = worker.dataflow::<Time, _, _>(|scope| {
             let _stats = self.run.stats.clone().map(crate::stats::install);
             let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly);
             for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
@@ -211,13 +218,23 @@ impl Shared {
         };
         let mut combiners: Vec<Combiner> =
             plan.inputs.iter().map(|_| Combiner::default()).collect();
+        let mine: Vec<&Chunk> = self.chunks.iter().skip(index).step_by(peers).collect();
+        // Per input, how many of this worker's chunks are still to read.
+        let mut left = vec![0usize; plan.inputs.len()];
+        mine.iter().for_each(|c| left[c.input] += 1);
+        let mut sessions: Vec<Option<_>> = sessions.into_iter().map(Some).collect();
+        for (i, n) in left.iter().enumerate() {
+            if *n == 0 {
+                sessions[i] = None;
+            }
+        }
         let mut failure = None;
-        for chunk in self.chunks.iter().skip(index).step_by(peers) {
+        for chunk in mine {
             if self.abort.load(Ordering::Relaxed) {
                 break;
             }
             let input = chunk.input;
-            let session = &mut sessions[input];
+            let session = sessions[input].as_mut().expect("open until its last chunk");
             let combiner = &mut combiners[input];
             let mut since_step = 0u64;
             let mut late = plan.inputs[input].late.map(|rule| {
@@ -252,9 +269,17 @@ impl Shared {
                     break;
                 }
             }
+            left[input] -= 1;
+            if left[input] == 0 {
+                // Closing it lets the input's frontier advance on this worker.
+                combiner.flush(session);
+                sessions[input] = None;
+            }
         }
         for (combiner, session) in combiners.iter_mut().zip(&mut sessions) {
-            combiner.flush(session);
+            if let Some(session) = session {
+                combiner.flush(session);
+            }
         }
         tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "inputs read");
         // Closing the inputs lets the dataflow run to completion.

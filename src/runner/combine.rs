@@ -10,14 +10,15 @@
 //! distinct (a fact table's `key,value`) it would only cost a hash per row,
 //! so the combiner holds at most [`MAX_HELD`] distinct rows, and when that
 //! fills up without rows having repeated enough, it flushes and switches
-//! itself off for the rest of the input.
+//! itself off for the rest of the input. Rows are held as inline
+//! [`Key`]s, so that a probe does not follow a pointer per row.
 
 use std::collections::HashMap;
 
 use differential_dataflow::input::InputSession;
 
 use crate::job::Time;
-use crate::value::Row;
+use crate::value::{Key, Row};
 
 /// Distinct rows held before they are flushed to the dataflow.
 const MAX_HELD: usize = 1 << 18;
@@ -27,7 +28,7 @@ const MIN_REPEAT: usize = 2;
 
 /// Counts identical rows of one input on one worker.
 pub struct Combiner {
-    held: HashMap<Row, isize, foldhash::fast::FixedState>,
+    held: HashMap<Key, isize, foldhash::fast::FixedState>,
     /// Rows pushed since the last flush.
     seen: usize,
     enabled: bool,
@@ -61,10 +62,10 @@ impl Combiner {
             session.update(std::mem::take(row), diff);
             return;
         }
-        match self.held.get_mut(row) {
+        match self.held.get_mut(row.as_slice()) {
             Some(n) => *n += diff,
             None => {
-                self.held.insert(std::mem::take(row), diff);
+                self.held.insert(row.drain(..).collect(), diff);
             }
         }
         self.seen += 1;
@@ -78,7 +79,7 @@ impl Combiner {
     /// Sends every held row, with its count.
     pub fn flush(&mut self, session: &mut InputSession<Time, Row, isize>) {
         for (row, n) in self.held.drain().filter(|(_, n)| *n != 0) {
-            session.update(row, n);
+            session.update(row.into_vec(), n);
         }
     }
 }

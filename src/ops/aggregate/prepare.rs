@@ -26,7 +26,7 @@ use timely::dataflow::operators::generic::operator::Operator;
 use super::tally::Tally;
 use super::{AggKind, Aggregates};
 use crate::job::{Rows, Time, Updates};
-use crate::value::Row;
+use crate::value::{Key, Row};
 
 /// Entries held per time before they are sent on early.
 const MAX_HELD: usize = 1 << 18;
@@ -46,12 +46,12 @@ struct Layout {
 }
 
 impl Layout {
-    fn slot_row(&self, row: &Row) -> Row {
+    fn slot_row(&self, row: &Row) -> Key {
         self.slots.iter().map(|&(_, c)| row[c].clone()).collect()
     }
 
     /// Keeps in `held` the extreme of each slot over it and `row`.
-    fn fold_into(&self, held: &mut Row, row: &Row) {
+    fn fold_into(&self, held: &mut Key, row: &Row) {
         for (h, &(kind, c)) in held.iter_mut().zip(&self.slots) {
             let v = &row[c];
             let better = match kind {
@@ -69,9 +69,9 @@ impl Layout {
 /// What one worker holds for one time.
 enum Held {
     /// Keyed by `(key, slot row)`.
-    Entries(HashMap<(Row, Row), Tally, FixedState>),
+    Entries(HashMap<(Key, Key), Tally, FixedState>),
     /// Keyed by key: the extremes so far and the tally of all its rows.
-    Folded(HashMap<Row, (Row, Tally), FixedState>),
+    Folded(HashMap<Key, (Key, Tally), FixedState>),
 }
 
 impl Held {
@@ -90,7 +90,7 @@ impl Held {
     }
 
     fn add(&mut self, layout: &Layout, row: Row, diff: isize) {
-        let key: Row = layout.key.iter().map(|&c| row[c].clone()).collect();
+        let key: Key = layout.key.iter().map(|&c| row[c].clone()).collect();
         match self {
             Held::Entries(map) => {
                 let tally = map.entry((key, layout.slot_row(&row))).or_default();
@@ -114,13 +114,13 @@ impl Held {
     }
 
     fn drain_into(self, time: Time, out: &mut impl FnMut(Entry)) {
-        let entries: Box<dyn Iterator<Item = ((Row, Row), Tally)>> = match self {
+        let entries: Box<dyn Iterator<Item = ((Key, Key), Tally)>> = match self {
             Held::Entries(map) => Box::new(map.into_iter()),
             Held::Folded(map) => Box::new(map.into_iter().map(|(k, (s, t))| ((k, s), t))),
         };
-        for (entry, tally) in entries {
+        for ((key, slots), tally) in entries {
             if !differential_dataflow::difference::IsZero::is_zero(&tally) {
-                out((entry, time, tally));
+                out(((key.into_vec(), slots.into_vec()), time, tally));
             }
         }
     }
