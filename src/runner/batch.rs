@@ -22,11 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use differential_dataflow::consolidation::consolidate;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
 
 use super::combine::Combiner;
+use super::order;
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, Time, Updates};
 use crate::source::late::LateFilter;
@@ -107,9 +107,10 @@ impl BatchRun {
             late_dropped: vec![0; n_inputs],
             elapsed: Duration::ZERO,
         };
+        let mut runs: Vec<Vec<Vec<(Row, isize)>>> = vec![Vec::new(); result.outputs.len()];
         for r in results {
-            for (all, part) in result.outputs.iter_mut().zip(r.outputs) {
-                all.extend(part);
+            for (all, part) in runs.iter_mut().zip(r.outputs) {
+                all.push(part);
             }
             for i in 0..n_inputs {
                 result.rows_in[i] += r.rows_in[i];
@@ -117,9 +118,9 @@ impl BatchRun {
                 result.late_dropped[i] += r.late_dropped[i];
             }
         }
-        for (schema, rows) in shared.run.plan.outputs.iter().zip(&mut result.outputs) {
-            // The workers' runs are sorted: a stable sort merges them in linear time.
-            consolidate(rows);
+        for ((schema, rows), runs) in shared.run.plan.outputs.iter().zip(&mut result.outputs).zip(runs) {
+            // The workers' runs are sorted: one merge puts them in order.
+            *rows = order::merge_runs(runs);
             if let Some((row, n)) = rows.iter().find(|(_, n)| *n < 0) {
                 return Err(RunError::NegativeMultiplicity {
                     output: schema.name.clone(),
@@ -293,7 +294,7 @@ impl Shared {
             .into_iter()
             .map(|c| {
                 let mut rows = std::mem::take(&mut *c.borrow_mut());
-                consolidate(&mut rows);
+                order::sort_consolidate(&mut rows);
                 rows
             })
             .collect();

@@ -8,6 +8,7 @@ pub mod batch;
 pub(crate) mod combine;
 mod commit;
 pub mod memory;
+pub mod order;
 pub mod stream;
 pub mod verify;
 

@@ -141,6 +141,8 @@ fn write_value(buf: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => {}
         Value::Str(s) => buf.extend_from_slice(s.as_bytes()),
+        // The same digits as `Display`, without the formatting machinery.
+        Value::Int(i) => buf.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
         other => write!(buf, "{other}").expect("writing to a Vec cannot fail"),
     }
 }
