@@ -16,7 +16,6 @@
 //! prefix could not be used to break ties: only the full comparison may.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
 use crate::value::{Row, Value};
 
@@ -72,8 +71,8 @@ pub fn sort_consolidate(rows: &mut Vec<(Row, isize)>) {
         }
         start = end;
     }
+    add_up_sorted(&mut sorted);
     *rows = sorted;
-    add_up_sorted(rows);
 }
 
 /// Adds up adjacent equal rows of a sorted list in place; drops zeros.
@@ -96,52 +95,44 @@ fn add_up_sorted(rows: &mut Vec<(Row, isize)>) {
     rows.truncate(kept);
 }
 
-/// One run's next row in the merge, ordered so that the heap pops the
-/// smallest row (and, among equal rows, the earliest run).
-struct Head {
-    row: (Row, isize),
-    run: usize,
+/// Merges sorted, consolidated runs into one sorted, consolidated list,
+/// two at a time (for the usual two or four workers, one or two linear
+/// passes that read each run in order).
+pub fn merge_runs(mut runs: Vec<Vec<(Row, isize)>>) -> Vec<(Row, isize)> {
+    while runs.len() > 1 {
+        let mut merged = Vec::with_capacity(runs.len().div_ceil(2));
+        let mut pairs = runs.into_iter();
+        while let Some(a) = pairs.next() {
+            merged.push(match pairs.next() {
+                Some(b) => merge_two(a, b),
+                None => a,
+            });
+        }
+        runs = merged;
+    }
+    runs.pop().unwrap_or_default()
 }
 
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
+fn merge_two(a: Vec<(Row, isize)>, b: Vec<(Row, isize)>) -> Vec<(Row, isize)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => match x.0.cmp(&y.0) {
+                Ordering::Less => a.next(),
+                Ordering::Greater => b.next(),
+                Ordering::Equal => {
+                    let (row, n) = a.next().expect("peeked");
+                    let (_, m) = b.next().expect("peeked");
+                    (n + m != 0).then_some((row, n + m))
+                }
+            },
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+            (None, None) => return out,
+        };
+        out.extend(next);
     }
-}
-impl Eq for Head {}
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Head {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: `BinaryHeap` is a max-heap.
-        other.row.0.cmp(&self.row.0).then(other.run.cmp(&self.run))
-    }
-}
-
-/// Merges sorted, consolidated runs into one sorted, consolidated list.
-pub fn merge_runs(runs: Vec<Vec<(Row, isize)>>) -> Vec<(Row, isize)> {
-    let total = runs.iter().map(Vec::len).sum();
-    let mut out: Vec<(Row, isize)> = Vec::with_capacity(total);
-    let mut iters: Vec<_> = runs.into_iter().map(Vec::into_iter).collect();
-    let mut heap: BinaryHeap<Head> = iters
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(run, it)| it.next().map(|row| Head { row, run }))
-        .collect();
-    while let Some(Head { row, run }) = heap.pop() {
-        if let Some(next) = iters[run].next() {
-            heap.push(Head { row: next, run });
-        }
-        match out.last_mut() {
-            Some(last) if last.0 == row.0 => last.1 += row.1,
-            _ => out.push(row),
-        }
-    }
-    out.retain(|(_, n)| *n != 0);
-    out
 }
 
 #[cfg(test)]

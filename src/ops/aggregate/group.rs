@@ -55,6 +55,17 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
         physical: &Physical,
         updates: Updates,
     ) -> Rows<'s> {
+        let skewed = matches!(physical, Physical::Skew(_)) && aggs.split() != Split::Never;
+        if aggs.only_counts() && !skewed {
+            // The input combiner has already counted equal rows per worker.
+            let n = aggs.aggs.len();
+            let keys = self.map(move |row| project(&row, &key));
+            let keys = count_exchange(keys, "group-by (shuffle)", |k| Dest::Hash(k.hashed()));
+            return keys.count().map(move |(mut k, c)| {
+                k.extend(std::iter::repeat_n(crate::value::Value::Int(c as i64), n));
+                k
+            });
+        }
         let salts = hot_salts(&self, physical);
         let entries = prepare(self, &key, &values, &aggs, updates);
         match physical {

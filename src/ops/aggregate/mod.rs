@@ -15,6 +15,8 @@
 //! distinct *slot rows* (one slot per such aggregate), each with the tally of
 //! the rows that have it. Where the input only inserts (a batch run), `min`
 //! and `max` keep just their extremes per worker, so again one entry per key.
+//! When every aggregate is `count`, differential's `count` (an `isize`
+//! difference, after the runner's input combiner) is cheaper still.
 //!
 //! Determinism: float sums are exact (Shewchuk's non-overlapping partials,
 //! as Python's `math.fsum`, see [`sum`]) and rounded once at the end, so the
@@ -233,6 +235,12 @@ impl Aggregates {
             (1, Some(&slot)) => Split::ByColumn(slot),
             _ => Split::Never,
         }
+    }
+
+    /// True when every aggregate is `count`: then the plain `count`
+    /// operator (an `isize` difference) is the cheapest grouping.
+    fn only_counts(&self) -> bool {
+        self.aggs.iter().all(|a| *a == Agg::Count)
     }
 
     /// True when a group's entries may be folded into one per key and

@@ -10,7 +10,6 @@
 
 use differential_dataflow::difference::{Abelian, IsZero, Monoid, Semigroup};
 use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 
 use super::sum::Sum;
 use crate::value::Row;
@@ -19,10 +18,10 @@ use crate::value::Row;
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Tally {
     pub rows: i64,
-    /// One per sum slot of the grouping (empty in the zero tally); one sum
-    /// is held inline, so a pre-aggregation probe finds it without a
-    /// pointer to follow.
-    pub sums: SmallVec<[Sum; 1]>,
+    /// One per sum slot of the grouping (empty in the zero tally). A `Vec`,
+    /// not inline: the tally is the difference of every update in the
+    /// grouping's arrangements, so its size is paid per update.
+    pub sums: Vec<Sum>,
 }
 
 impl Tally {
