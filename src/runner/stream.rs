@@ -11,10 +11,8 @@
 //! behind the log end, up to 16x), so a backlog is applied in few large
 //! commits. An epoch's records are held until it is read whole and its
 //! offsets recorded, then combined ([`super::combine`]) and inserted. All
-//! output changes go to worker 0, which hands each completed epoch to the
-//! committer thread; it writes the epoch with its offsets in one
-//! transaction ([`super::commit`]) while the workers go on with the next
-//! ones, so a large commit does not stall the dataflow.
+//! output changes go to worker 0, whose committer writes each completed
+//! epoch with its offsets in one transaction ([`super::commit`]).
 //!
 //! Partitions are dealt to workers round-robin. Stopping (a signal, an error,
 //! or `until_caught_up`) closes a worker's inputs at an epoch boundary; what
@@ -23,9 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use timely::dataflow::ProbeHandle;
@@ -34,7 +30,7 @@ use timely::dataflow::operators::generic::operator::Operator;
 
 use super::combine::Combiner;
 pub use super::commit::CatchUp;
-use super::commit::{Committer, EpochLogs, TaggedChange, is_retired};
+use super::commit::{Committer, EpochLogs, is_retired};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, Time, Updates};
 use crate::log::{Log, Start};
@@ -45,17 +41,6 @@ use crate::value::Row;
 
 /// How much larger than `max_records` an epoch may grow while far behind.
 const MAX_GROWTH: usize = 16;
-
-/// Completed epochs handed to the committer thread and not yet taken:
-/// beyond this, worker 0 waits (the table writer sets the pace).
-const COMMITS_IN_FLIGHT: usize = 2;
-
-/// What worker 0 hands the committer thread: the changes of epochs that
-/// are now complete, and the frontier (every epoch below it is complete).
-struct Completed {
-    changes: Vec<(Time, Vec<TaggedChange>)>,
-    below: Time,
-}
 
 /// How epochs are cut.
 #[derive(Clone, Copy, Debug)]
@@ -140,8 +125,6 @@ struct Shared {
     /// stop it merely because the log was drained once (a producer may be
     /// ahead again).
     awaiting_catch_up: AtomicBool,
-    /// The committer thread, joined when the workers are done.
-    commit_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// Marks the run failed when dropped while armed. A worker declares it
@@ -211,7 +194,6 @@ impl StreamRun {
             records: AtomicU64::new(0),
             awaiting_catch_up: AtomicBool::new(building),
             retired: AtomicBool::new(false),
-            commit_thread: Mutex::new(None),
         });
         let result = shared.clone().execute(config);
         if result.is_err() && shared.run.claim.created {
@@ -229,16 +211,7 @@ impl Shared {
         let guards =
             timely::execute(config, move |worker| shared.work(worker)).map_err(RunError::Timely)?;
         let mut bad_rows = BadRows::default();
-        let joined = guards.join();
-        // The workers are done, so worker 0's sender is gone: the thread
-        // commits what it was handed and ends.
-        let thread = self.commit_thread.lock().expect("thread slot poisoned").take();
-        if let Some(thread) = thread
-            && thread.join().is_err()
-        {
-            return Err(RunError::WorkerPanic("the committer thread panicked".into()));
-        }
-        for result in joined {
+        for result in guards.join() {
             bad_rows.merge(result.map_err(RunError::WorkerPanic)?);
         }
         if let Some(e) = self.failure.lock().expect("failure slot poisoned").take() {
@@ -278,8 +251,8 @@ impl Shared {
             topic: String::new(),
             cause,
         })?;
-        let mut feed = if index == 0 {
-            Some(self.spawn_committer(&log)?)
+        let mut committer = if index == 0 {
+            Some(self.committer(&log)?)
         } else {
             None
         };
@@ -299,22 +272,39 @@ impl Shared {
                 Exchange::new(|_: &((usize, Row), Time, isize)| 0),
                 "Commit",
                 move |(input, frontier)| {
-                    let Some(feed) = feed.as_mut() else {
+                    let Some(committer) = committer.as_mut() else {
                         return;
                     };
                     input.for_each(|_cap, data| {
                         // Epoch 0 is the replay of what the tables already hold.
                         for (change, time, diff) in data.drain(..).filter(|(_, t, _)| *t > 0) {
-                            feed.stash.entry(time).or_default().push((change, diff));
+                            committer
+                                .stash
+                                .entry(time)
+                                .or_default()
+                                .push((change, diff));
                         }
                     });
                     if shared.failed.load(Ordering::SeqCst) {
                         // A failed worker's closed inputs seem to complete
-                        // every epoch; none of them may be committed (the
-                        // thread sees the flag too, before any commit).
+                        // every epoch; none of them may be committed.
+                        committer.halted = true;
                         return;
                     }
-                    feed.hand_over(frontier.frontier().first().copied().unwrap_or(Time::MAX));
+                    let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
+                    let result = committer
+                        .commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t));
+                    if committer.caught_up || committer.catch_up.is_none() {
+                        shared.awaiting_catch_up.store(false, Ordering::Relaxed);
+                    }
+                    if let Err(e) = result {
+                        if is_retired(&e) {
+                            shared.retired.store(true, Ordering::Relaxed);
+                            shared.run.stop.store(true, Ordering::Relaxed);
+                        } else {
+                            shared.fail(RunError::Table(e));
+                        }
+                    }
                 },
             );
             (sessions, watermarks)
@@ -608,49 +598,6 @@ impl Shared {
         Ok(parts)
     }
 
-    /// Starts the committer thread; returns what worker 0 feeds it through.
-    fn spawn_committer(self: &Arc<Self>, log: &Log) -> Result<Feed, RunError> {
-        let committer = self.committer(log)?;
-        let (sender, receiver) = sync_channel(COMMITS_IN_FLIGHT);
-        let shared = self.clone();
-        let thread = std::thread::Builder::new()
-            .name("kappa:commit".into())
-            .spawn(move || shared.commit_loop(committer, receiver))
-            .map_err(|e| RunError::WorkerPanic(format!("cannot start the committer thread: {e}")))?;
-        *self.commit_thread.lock().expect("thread slot poisoned") = Some(thread);
-        Ok(Feed {
-            stash: BTreeMap::new(),
-            below: 0,
-            sender,
-        })
-    }
-
-    /// The committer thread: commits each epoch it is handed, in order, and
-    /// reports how that went to the workers (stop, retired, caught up).
-    fn commit_loop(&self, mut committer: Committer, completed: Receiver<Completed>) {
-        while let Ok(Completed { changes, below }) = completed.recv() {
-            for (time, changes) in changes {
-                committer.stash.entry(time).or_default().extend(changes);
-            }
-            if self.failed.load(Ordering::SeqCst) {
-                committer.halted = true;
-            }
-            let bad_rows = self.bad_rows.load(Ordering::Relaxed);
-            let result = committer.commit_ready(&self.logs, bad_rows, |t| t < below);
-            if committer.caught_up || committer.catch_up.is_none() {
-                self.awaiting_catch_up.store(false, Ordering::Relaxed);
-            }
-            if let Err(e) = result {
-                if is_retired(&e) {
-                    self.retired.store(true, Ordering::Relaxed);
-                    self.run.stop.store(true, Ordering::Relaxed);
-                } else {
-                    self.fail(RunError::Table(e));
-                }
-            }
-        }
-    }
-
     fn committer(&self, log: &Log) -> Result<Committer, RunError> {
         let store = TableStore::open(&self.run.table_db)?;
         let mut positions = BTreeMap::new();
@@ -679,34 +626,5 @@ impl Shared {
         };
         committer.refresh_lag();
         Ok(committer)
-    }
-}
-
-/// Worker 0's end of the committer thread: output changes by epoch until
-/// their epoch is complete, then handed over.
-struct Feed {
-    stash: BTreeMap<Time, Vec<TaggedChange>>,
-    /// The frontier last handed over.
-    below: Time,
-    sender: SyncSender<Completed>,
-}
-
-impl Feed {
-    /// Hands over every epoch below `below` (the sink's frontier), once
-    /// per advance of the frontier. Waits while the thread is
-    /// [`COMMITS_IN_FLIGHT`] hand-overs behind.
-    fn hand_over(&mut self, below: Time) {
-        if below <= self.below {
-            return;
-        }
-        self.below = below;
-        let later = match below {
-            Time::MAX => BTreeMap::new(), // the dataflow is done
-            below => self.stash.split_off(&below),
-        };
-        let changes = std::mem::replace(&mut self.stash, later).into_iter().collect();
-        // A closed channel means the thread ended (it only ends when this
-        // sender is dropped, or by a panic, which the run reports).
-        let _ = self.sender.send(Completed { changes, below });
     }
 }
