@@ -140,10 +140,13 @@ impl Dataflow for FollowersFlow {
             right_key: vec![0],
             right_rest: vec![1],
         };
-        let timeline =
-            follows
-                .clone()
-                .relational_join_with(posts, columns, JoinKind::Inner, &self.join, Updates::Any);
+        let timeline = follows.clone().relational_join_with(
+            posts,
+            columns,
+            JoinKind::Inner,
+            &self.join,
+            Updates::Any,
+        );
         let counts = follows.group_aggregate_with(
             vec![1],
             vec![],

@@ -38,7 +38,12 @@ type Update = (Row, Time, isize);
 type Table = HashMap<Key, Vec<(Row, isize)>, FixedState>;
 
 /// Joins `left` (any distribution) with `right` (broadcast here) by hash.
-pub fn hash_join<'s>(left: Rows<'s>, right: Rows<'s>, columns: JoinColumns, kind: JoinKind) -> Rows<'s> {
+pub fn hash_join<'s>(
+    left: Rows<'s>,
+    right: Rows<'s>,
+    columns: JoinColumns,
+    kind: JoinKind,
+) -> Rows<'s> {
     let JoinColumns {
         left_key,
         right_key,

@@ -118,7 +118,14 @@ impl BatchRun {
                 result.late_dropped[i] += r.late_dropped[i];
             }
         }
-        for ((schema, rows), runs) in shared.run.plan.outputs.iter().zip(&mut result.outputs).zip(runs) {
+        for ((schema, rows), runs) in shared
+            .run
+            .plan
+            .outputs
+            .iter()
+            .zip(&mut result.outputs)
+            .zip(runs)
+        {
             // The workers' runs are sorted: one merge puts them in order.
             *rows = order::merge_runs(runs);
             if let Some((row, n)) = rows.iter().find(|(_, n)| *n < 0) {
@@ -175,7 +182,13 @@ fn plan_chunks(inputs: &[InputFiles], plan: &Plan, workers: usize) -> Result<Vec
     }
     // Within an input, big chunks first, so that round-robin assignment
     // spreads the bytes.
-    chunks.sort_by_key(|c| (input_bytes[c.input], c.input, std::cmp::Reverse(c.end - c.start)));
+    chunks.sort_by_key(|c| {
+        (
+            input_bytes[c.input],
+            c.input,
+            std::cmp::Reverse(c.end - c.start),
+        )
+    });
     Ok(chunks)
 }
 

@@ -45,7 +45,11 @@ fn value_prefix(v: &Value) -> u64 {
 /// The bits of `x` as an unsigned integer in the order of `f64::total_cmp`.
 fn ordered_bits(x: f64) -> u64 {
     let bits = x.to_bits();
-    if bits >> 63 == 1 { !bits } else { bits | (1 << 63) }
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
 }
 
 /// Sorts `rows` and adds up the multiplicities of equal rows, dropping the
@@ -145,11 +149,20 @@ mod tests {
         prop_oneof![
             Just(Value::Null),
             (-3i64..3).prop_map(Value::Int),
-            prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(9007199254740993)].prop_map(Value::Int),
+            prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(9007199254740993)]
+                .prop_map(Value::Int),
             (-3i64..3).prop_map(|h| Value::float(h as f64 / 2.0)),
-            prop_oneof![Just(9007199254740992.0), Just(-1e300), Just(f64::INFINITY)].prop_map(Value::float),
-            prop_oneof![Just(""), Just("a"), Just("ab"), Just("abcdefgh1"), Just("abcdefgh2"), Just("\u{ff}")]
-                .prop_map(Value::str),
+            prop_oneof![Just(9007199254740992.0), Just(-1e300), Just(f64::INFINITY)]
+                .prop_map(Value::float),
+            prop_oneof![
+                Just(""),
+                Just("a"),
+                Just("ab"),
+                Just("abcdefgh1"),
+                Just("abcdefgh2"),
+                Just("\u{ff}")
+            ]
+            .prop_map(Value::str),
         ]
     }
 

@@ -260,7 +260,8 @@ impl Shared {
         let probe = ProbeHandle::new();
         let shared = self.clone();
         let (mut sessions, mut watermarks) = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, watermarks, outputs) = plan.instantiate_with_watermarks(scope, Updates::Any);
+            let (sessions, watermarks, outputs) =
+                plan.instantiate_with_watermarks(scope, Updates::Any);
             let tagged = outputs
                 .into_iter()
                 .enumerate()

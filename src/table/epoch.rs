@@ -98,7 +98,13 @@ impl TableSql {
             .map(|i| format!("{} = ?{}", columns[i], new(i)))
             .collect();
         let new_matches: Vec<String> = (0..n)
-            .map(|i| format!("{c} IS ?{j} AND typeof({c}) = typeof(?{j})", c = columns[i], j = new(i)))
+            .map(|i| {
+                format!(
+                    "{c} IS ?{j} AND typeof({c}) = typeof(?{j})",
+                    c = columns[i],
+                    j = new(i)
+                )
+            })
             .collect();
         let keyed = !schema.key.is_empty() && !set.is_empty();
         TableSql {

@@ -133,7 +133,6 @@ impl AggSpec {
     }
 }
 
-
 /// One aggregate, resolved: `Sum`/`Avg` name a sum slot, `Min`/`Max`/
 /// `CountDistinct` an ordered slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,7 +339,10 @@ impl Aggregates {
             .map(|(row, m)| {
                 let mut tally = Tally::default();
                 tally.add_row(row, *m as i64, &self.sums);
-                (self.slots.iter().map(|&(_, c)| row[c].clone()).collect(), tally)
+                (
+                    self.slots.iter().map(|&(_, c)| row[c].clone()).collect(),
+                    tally,
+                )
             })
             .collect();
         let entries: Vec<(&Row, Tally)> = entries.iter().map(|(r, t)| (r, t.clone())).collect();

@@ -174,4 +174,3 @@ pub fn prepare<'s>(
         )
         .as_collection()
 }
-

@@ -210,7 +210,10 @@ mod tests {
     fn nulls_are_not_values() {
         assert_eq!(sum_of(&[Value::Null]).value(), Value::Null);
         assert!(sum_of(&[Value::Null]).is_zero());
-        assert_eq!(sum_of(&[Value::Null, Value::Int(2)]).average(), Value::float(2.0));
+        assert_eq!(
+            sum_of(&[Value::Null, Value::Int(2)]).average(),
+            Value::float(2.0)
+        );
     }
 
     #[test]
