@@ -69,7 +69,7 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
         let salts = hot_salts(&self, physical);
         let entries = prepare(self, &key, &values, &aggs, updates);
         match physical {
-            Physical::Skew(hot) if aggs.split() != Split::Never => {
+            Physical::Skew(hot) if skewed => {
                 let hot: Arc<HashSet<Row>> = Arc::new(hot.set(|k| Some(k.clone())));
                 two_phase(entries, aggs, hot, salts)
             }
