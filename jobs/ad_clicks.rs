@@ -13,9 +13,9 @@
 //! `late=correct`), so the result does not depend on arrival order. See
 //! [`crate::ops::interval_join`].
 
-use super::kappa_job_prelude::*;
 use crate::ops::aggregate::project;
 use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec};
+use crate::prelude::*;
 use crate::time::{TimeUnit, parse_duration};
 
 pub struct AdClicks;
@@ -71,7 +71,12 @@ impl Job for AdClicks {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let bad = |name: &str, reason: String| params.bad(name, reason);
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
         let within = parse_duration(params.get("within"), unit).map_err(|e| bad("within", e))?;
@@ -86,31 +91,42 @@ impl Job for AdClicks {
                 })
                 .collect();
             let late = params.late_rule(t, unit)?;
-            Ok((Projection { columns, late }, k, t))
+            let input = schema.name.clone();
+            Ok((
+                Projection {
+                    input,
+                    columns,
+                    late,
+                    rules: Vec::new(),
+                },
+                k,
+                t,
+            ))
         };
-        let (left, lk, lt) = side(&inputs[0])?;
-        let (right, rk, rt) = side(&inputs[1])?;
-        let mut names = inputs[0].columns.clone();
+        let (impressions, clicks) = (inputs.get("impressions")?, inputs.get("clicks")?);
+        let (left, lk, lt) = side(impressions)?;
+        let (right, rk, rt) = side(clicks)?;
+        let mut names = impressions.columns.clone();
         let mut keep = (0..names.len()).collect::<Vec<_>>();
-        for (i, c) in inputs[1].columns.iter().enumerate() {
+        for (i, c) in clicks.columns.iter().enumerate() {
             if i == rk {
                 continue;
             }
-            keep.push(inputs[0].columns.len() + i);
+            keep.push(impressions.columns.len() + i);
             names.push(match names.contains(c) {
                 true => format!("click_{c}"),
                 false => c.clone(),
             });
         }
         let width = names.len();
-        Ok(Plan {
-            inputs: vec![left, right],
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            vec![left, right],
+            vec![OutputSchema {
                 name: "attributed".into(),
                 columns: names,
                 key: (0..width).collect(),
             }],
-            dataflow: Arc::new(AdClicksFlow {
+            AdClicksFlow {
                 spec: IntervalJoinSpec {
                     left_key: vec![lk],
                     left_time: lt,
@@ -120,8 +136,8 @@ impl Job for AdClicks {
                     upper: within,
                 },
                 keep,
-            }),
-        })
+            },
+        ))
     }
 }
 
@@ -132,22 +148,24 @@ struct AdClicksFlow {
 }
 
 impl Dataflow for AdClicksFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        let mut inputs = inputs.into_iter();
-        let (impressions, clicks) = (inputs.next().unwrap(), inputs.next().unwrap());
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let (impressions, clicks) = (inputs.take("impressions")?, inputs.take("clicks")?);
         let keep = self.keep.clone();
-        vec![
-            impressions
-                .interval_join(clicks, self.spec.clone())
-                .map(move |row| project(&row, &keep)),
-        ]
+        let attributed = impressions
+            .interval_join(clicks, self.spec.clone())
+            .map(move |row| project(&row, &keep));
+        Ok(Outputs::from([("attributed", attributed)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn clicks_match_impressions_within_the_bound_inclusive() {

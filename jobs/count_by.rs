@@ -4,7 +4,7 @@
 //! the key columns and `count`; key: the key columns.
 
 use super::group_by::plan_group_by;
-use super::kappa_job_prelude::*;
+use crate::prelude::*;
 
 pub struct CountBy;
 
@@ -32,16 +32,21 @@ impl Job for CountBy {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let params = Params::from_pairs(&[("key", params.get("key")), ("agg", "count")]);
-        plan_group_by(&params, &inputs[0], "counts", None)
+        plan_group_by(&params, inputs.get("input")?, "counts", None)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn counts_rows_per_key() {

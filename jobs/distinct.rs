@@ -3,7 +3,7 @@
 //! Input `input` (any columns). Output `distinct`: the same columns, each
 //! distinct row once; key: the whole row.
 
-use super::kappa_job_prelude::*;
+use crate::prelude::*;
 
 pub struct Distinct;
 
@@ -27,32 +27,44 @@ impl Job for Distinct {
         }
     }
 
-    fn plan(&self, _params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        let schema = &inputs[0];
-        Ok(Plan {
-            inputs: vec![Projection::all(schema)],
-            outputs: vec![OutputSchema {
+    fn plan(
+        &self,
+        _params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
+        let schema = inputs.get("input")?;
+        Ok(Plan::new(
+            vec![Projection::all(schema)],
+            vec![OutputSchema {
                 name: "distinct".into(),
                 columns: schema.columns.clone(),
                 key: (0..schema.columns.len()).collect(),
             }],
-            dataflow: Arc::new(DistinctFlow),
-        })
+            DistinctFlow,
+        ))
     }
 }
 
 struct DistinctFlow;
 
 impl Dataflow for DistinctFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        inputs.into_iter().map(|input| input.distinct()).collect()
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        Ok(Outputs::from([(
+            "distinct",
+            inputs.take("input")?.distinct(),
+        )]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn keeps_each_row_once_nulls_included() {

@@ -24,9 +24,9 @@
 //!   after it. Both time columns are integers in `unit` or RFC 3339 text.
 //!   See [`crate::ops::temporal_join`].
 
-use super::kappa_job_prelude::*;
 use crate::ops::join::{JoinColumns, JoinKind, RelationalJoin};
 use crate::ops::temporal_join::{AsOfJoin, AsOfSpec};
+use crate::prelude::*;
 use crate::time::TimeUnit;
 
 pub struct Enrich;
@@ -80,9 +80,14 @@ impl Job for Enrich {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let bad = |name: &str, reason: String| params.bad(name, reason);
-        let (events, table) = (&inputs[0], &inputs[1]);
+        let (events, table) = (inputs.get("events")?, inputs.get("table")?);
         let kind = match params.get("kind") {
             "inner" => JoinKind::Inner,
             "left" => JoinKind::Left,
@@ -125,14 +130,14 @@ impl Job for Enrich {
             }
         };
         let width = names.len();
-        Ok(Plan {
-            inputs: vec![event_projection, table_projection],
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            vec![event_projection, table_projection],
+            vec![OutputSchema {
                 name: "enriched".into(),
                 columns: names,
                 key: (0..width).collect(),
             }],
-            dataflow: Arc::new(EnrichFlow {
+            EnrichFlow {
                 columns: JoinColumns {
                     left_key: vec![ek],
                     right_key: vec![tk],
@@ -140,8 +145,8 @@ impl Job for Enrich {
                 },
                 kind,
                 as_of,
-            }),
-        })
+            },
+        ))
     }
 }
 
@@ -152,20 +157,24 @@ struct EnrichFlow {
 }
 
 impl Dataflow for EnrichFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        let mut inputs = inputs.into_iter();
-        let (events, table) = (inputs.next().unwrap(), inputs.next().unwrap());
-        vec![match &self.as_of {
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let (events, table) = (inputs.take("events")?, inputs.take("table")?);
+        let enriched = match &self.as_of {
             None => events.relational_join(table, self.columns.clone(), self.kind),
             Some(spec) => events.as_of_join(table, spec.clone()),
-        }]
+        };
+        Ok(Outputs::from([("enriched", enriched)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn current_content_inner_and_left() {

@@ -14,8 +14,8 @@
 //! followees (the join's, or a sample's when the join broadcasts). Every
 //! strategy gives the same outputs.
 
-use super::kappa_job_prelude::*;
-use crate::job::{DataContext, NoData};
+use crate::prelude::*;
+
 use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate};
 use crate::ops::join::{JoinColumns, JoinKind, RelationalJoin};
 use crate::ops::skew::{self, Physical, SkewParams, StrategyParam};
@@ -56,25 +56,15 @@ impl Job for Followers {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        self.plan_with(params, inputs, &NoData)
-    }
-
-    fn plan_with(
+    fn plan(
         &self,
         params: &Params,
-        inputs: &[InputSchema],
+        inputs: &Schemas,
         data: &dyn DataContext,
     ) -> Result<Plan, PlanError> {
-        let follows = Projection::named(
-            &inputs[0],
-            &[("follower", ColumnType::Any), ("followee", ColumnType::Any)],
-        )?;
-        let posts = Projection::named(
-            &inputs[1],
-            &[("author", ColumnType::Any), ("post", ColumnType::Any)],
-        )?;
-        let followee = inputs[0].index("followee")?;
+        let follows = inputs.project("follows")?;
+        let posts = inputs.project("posts")?;
+        let followee = inputs.get("follows")?.index("followee")?;
         let skew = SkewParams::parse(params, 1, true)?;
         let join = skew.plan_join(data, "followers timeline join", 0, &[followee], 1);
         let group = match (&join, skew.strategy) {
@@ -102,9 +92,9 @@ impl Job for Followers {
             &AggSpec::parse_list("count").expect("count parses"),
             &counted,
         )?;
-        Ok(Plan {
-            inputs: vec![follows, posts],
-            outputs: vec![
+        Ok(Plan::new(
+            vec![follows, posts],
+            vec![
                 OutputSchema {
                     name: "timeline".into(),
                     columns: vec!["follower".into(), "author".into(), "post".into()],
@@ -116,8 +106,8 @@ impl Job for Followers {
                     key: vec![0],
                 },
             ],
-            dataflow: Arc::new(FollowersFlow { aggs, join, group }),
-        })
+            FollowersFlow { aggs, join, group },
+        ))
     }
 }
 
@@ -128,12 +118,12 @@ struct FollowersFlow {
 }
 
 impl Dataflow for FollowersFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        let mut inputs = inputs.into_iter();
-        let (follows, posts) = (
-            inputs.next().expect("follows"),
-            inputs.next().expect("posts"),
-        );
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let (follows, posts) = (inputs.take("follows")?, inputs.take("posts")?);
         // follows rows are [follower, followee], posts rows [author, post].
         let columns = JoinColumns {
             left_key: vec![1],
@@ -145,23 +135,26 @@ impl Dataflow for FollowersFlow {
             columns,
             JoinKind::Inner,
             &self.join,
-            Updates::Any,
+            context.updates,
         );
         let counts = follows.group_aggregate_with(
             vec![1],
             vec![],
             self.aggs.clone(),
             &self.group,
-            Updates::Any,
+            context.updates,
         );
-        vec![timeline, counts]
+        Ok(Outputs::from([
+            ("timeline", timeline),
+            ("follower_counts", counts),
+        ]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     fn run(extra: &[(&str, &str)]) -> Vec<Vec<Row>> {
         let follows =

@@ -10,10 +10,9 @@
 //! `sample_rate=`, `hot_threshold=`; see [`crate::ops::skew`]) are grouped
 //! in two phases, with the same output.
 
-use super::kappa_job_prelude::*;
-use crate::job::DataContext;
 use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate, Split};
 use crate::ops::skew::{self, Physical, SkewParams};
+use crate::prelude::*;
 
 pub struct GroupBy;
 
@@ -51,17 +50,13 @@ impl Job for GroupBy {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        self.plan_with(params, inputs, &crate::job::NoData)
-    }
-
-    fn plan_with(
+    fn plan(
         &self,
         params: &Params,
-        inputs: &[InputSchema],
+        inputs: &Schemas,
         data: &dyn DataContext,
     ) -> Result<Plan, PlanError> {
-        plan_group_by(params, &inputs[0], "groups", Some(data))
+        plan_group_by(params, inputs.get("input")?, "groups", Some(data))
     }
 }
 
@@ -106,26 +101,30 @@ pub(super) fn plan_group_by(
     columns.extend(value_columns.iter().copied());
     let mut names = keys.clone();
     names.extend(specs.iter().map(AggSpec::output_name));
-    Ok(Plan {
-        inputs: vec![Projection {
+    Ok(Plan::new(
+        vec![Projection {
+            input: schema.name.clone(),
             columns,
             late: None,
+            rules: Vec::new(),
         }],
-        outputs: vec![OutputSchema {
+        vec![OutputSchema {
             name: output.into(),
             columns: names,
             key: (0..n_keys).collect(),
         }],
-        dataflow: Arc::new(GroupByFlow {
+        GroupByFlow {
+            output: output.to_string(),
             key: (0..n_keys).collect(),
             values: (n_keys..n_keys + value_columns.len()).collect(),
             aggs,
             physical,
-        }),
-    })
+        },
+    ))
 }
 
 struct GroupByFlow {
+    output: String,
     key: Vec<usize>,
     values: Vec<usize>,
     aggs: Aggregates,
@@ -133,32 +132,26 @@ struct GroupByFlow {
 }
 
 impl Dataflow for GroupByFlow {
-    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, context: &BuildContext<'s>) -> Vec<Rows<'s>> {
-        self.group(inputs, context.updates)
-    }
-
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        self.group(inputs, Updates::Any)
-    }
-}
-
-impl GroupByFlow {
-    fn group<'s>(&self, inputs: Vec<Rows<'s>>, updates: Updates) -> Vec<Rows<'s>> {
-        let input = inputs.into_iter().next().expect("group-by has one input");
-        vec![input.group_aggregate_with(
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let groups = inputs.take("input")?.group_aggregate_with(
             self.key.clone(),
             self.values.clone(),
             self.aggs.clone(),
             &self.physical,
-            updates,
-        )]
+            context.updates,
+        );
+        Ok(Outputs::new().with(&self.output, groups))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn aggregates_per_key_with_sql_nulls() {
@@ -218,9 +211,13 @@ mod tests {
             columns: vec!["k".into()],
         };
         let plan = |p: &[(&str, &str)]| {
-            GroupBy
-                .plan(&Params::from_pairs(p), std::slice::from_ref(&schema))
-                .err()
+            crate::job::plan_job(
+                &GroupBy,
+                &Params::from_pairs(p),
+                vec![schema.clone()],
+                &NoData,
+            )
+            .err()
         };
         assert!(matches!(
             plan(&[("key", "x"), ("agg", "count")]),

@@ -10,10 +10,9 @@
 //! earlier one gets the prefix `right_`. Null keys never match. Rows may
 //! repeat (a bag, as in SQL), so the output key is the whole row.
 
-use super::kappa_job_prelude::*;
-use crate::job::DataContext;
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
 use crate::ops::skew::{self, SkewParams};
+use crate::prelude::*;
 
 pub struct Join;
 
@@ -59,17 +58,13 @@ impl Job for Join {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        self.plan_with(params, inputs, &crate::job::NoData)
-    }
-
-    fn plan_with(
+    fn plan(
         &self,
         params: &Params,
-        inputs: &[InputSchema],
+        inputs: &Schemas,
         data: &dyn DataContext,
     ) -> Result<Plan, PlanError> {
-        let (left, right) = (&inputs[0], &inputs[1]);
+        let (left, right) = (inputs.get("left")?, inputs.get("right")?);
         let kind: JoinKind = params.parse("kind")?;
         let pairs = params.list("on");
         if pairs.is_empty() {
@@ -104,14 +99,14 @@ impl Job for Join {
             names.push(name);
         }
         let width = names.len();
-        Ok(Plan {
-            inputs: vec![Projection::all(left), Projection::all(right)],
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            vec![Projection::all(left), Projection::all(right)],
+            vec![OutputSchema {
                 name: "joined".into(),
                 columns: names,
                 key: (0..width).collect(),
             }],
-            dataflow: Arc::new(JoinFlow {
+            JoinFlow {
                 columns: JoinColumns {
                     left_key,
                     right_key,
@@ -119,8 +114,8 @@ impl Job for Join {
                 },
                 kind,
                 physical,
-            }),
-        })
+            },
+        ))
     }
 }
 
@@ -131,28 +126,23 @@ struct JoinFlow {
 }
 
 impl Dataflow for JoinFlow {
-    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, context: &BuildContext<'s>) -> Vec<Rows<'s>> {
-        self.join(inputs, context.updates)
-    }
-
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        self.join(inputs, Updates::Any)
-    }
-}
-
-impl JoinFlow {
-    fn join<'s>(&self, inputs: Vec<Rows<'s>>, updates: Updates) -> Vec<Rows<'s>> {
-        let mut inputs = inputs.into_iter();
-        let (left, right) = (inputs.next().expect("left"), inputs.next().expect("right"));
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let (left, right) = (inputs.take("left")?, inputs.take("right")?);
         let (columns, kind) = (self.columns.clone(), self.kind);
-        vec![left.relational_join_with(right, columns, kind, &self.physical, updates)]
+        let joined =
+            left.relational_join_with(right, columns, kind, &self.physical, context.updates);
+        Ok(Outputs::from([("joined", joined)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     fn join(kind: &str) -> Vec<Row> {
         join_with(kind, &[])
@@ -200,7 +190,7 @@ mod tests {
 
     #[test]
     fn clashing_right_columns_get_a_prefix() {
-        let schemas = [
+        let schemas = vec![
             InputSchema {
                 name: "left".into(),
                 columns: vec!["id".into(), "v".into()],
@@ -210,16 +200,19 @@ mod tests {
                 columns: vec!["rid".into(), "v".into(), "id".into()],
             },
         ];
-        let plan = Join
-            .plan(
-                &Params::from_pairs(&[("on", "id=rid"), ("kind", "inner")]),
-                &schemas,
-            )
-            .unwrap();
+        let plan = crate::job::plan_job(
+            &Join,
+            &Params::from_pairs(&[("on", "id=rid"), ("kind", "inner")]),
+            schemas.clone(),
+            &NoData,
+        )
+        .unwrap();
         assert_eq!(plan.outputs[0].columns, ["id", "v", "right_v", "right_id"]);
-        let bad = Join.plan(
+        let bad = crate::job::plan_job(
+            &Join,
             &Params::from_pairs(&[("on", "id=rid"), ("kind", "outer")]),
-            &schemas,
+            schemas,
+            &NoData,
         );
         assert!(matches!(bad, Err(PlanError::BadParam { .. })));
     }

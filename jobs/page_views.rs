@@ -9,9 +9,9 @@
 //! so that no view is lost; a user listed twice counts their views twice,
 //! as the SQL join would.
 
-use super::kappa_job_prelude::*;
 use crate::ops::aggregate::{AggSpec, Aggregates, GroupAggregate};
 use crate::ops::join::{JoinColumns, JoinKind, RelationalJoin};
+use crate::prelude::*;
 
 pub struct PageViews;
 
@@ -47,13 +47,15 @@ impl Job for PageViews {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let attr = params.get("attr");
-        let views = Projection::named(&inputs[0], &[("user_id", ColumnType::Any)])?;
-        let users = Projection::named(
-            &inputs[1],
-            &[("user_id", ColumnType::Any), (attr, ColumnType::Any)],
-        )?;
+        let views = inputs.project("views")?;
+        let users = inputs.project_with("users", &[(attr, ColumnType::Any)])?;
         // After the join, rows are [user_id, attr]: count them by attr.
         let joined = InputSchema {
             name: "joined".into(),
@@ -63,15 +65,15 @@ impl Job for PageViews {
             &AggSpec::parse_list("count").expect("count parses"),
             &joined,
         )?;
-        Ok(Plan {
-            inputs: vec![views, users],
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            vec![views, users],
+            vec![OutputSchema {
                 name: "page_views".into(),
                 columns: vec![attr.into(), "views".into()],
                 key: vec![0],
             }],
-            dataflow: Arc::new(PageViewsFlow { aggs }),
-        })
+            PageViewsFlow { aggs },
+        ))
     }
 }
 
@@ -80,23 +82,27 @@ struct PageViewsFlow {
 }
 
 impl Dataflow for PageViewsFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        let mut inputs = inputs.into_iter();
-        let (views, users) = (inputs.next().expect("views"), inputs.next().expect("users"));
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let (views, users) = (inputs.take("views")?, inputs.take("users")?);
         let columns = JoinColumns {
             left_key: vec![0],
             right_key: vec![0],
             right_rest: vec![1],
         };
         let joined = views.relational_join(users, columns, JoinKind::Left);
-        vec![joined.group_aggregate(vec![1], vec![], self.aggs.clone())]
+        let counts = joined.group_aggregate(vec![1], vec![], self.aggs.clone());
+        Ok(Outputs::from([("page_views", counts)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn counts_views_per_attribute_keeping_unknown_users() {

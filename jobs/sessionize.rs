@@ -10,7 +10,7 @@
 //! user they form one session with null `start` and `end` (as SQL groups
 //! nulls), so they are counted, never dropped.
 
-use super::kappa_job_prelude::*;
+use crate::prelude::*;
 use crate::time::{TimeUnit, parse_duration};
 
 pub struct Sessionize;
@@ -46,24 +46,26 @@ impl Job for Sessionize {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| params.bad("unit", e))?;
         let gap = parse_duration(params.get("gap"), unit).map_err(|e| params.bad("gap", e))?;
         let columns = ["user", "start", "end", "events"]
             .map(String::from)
             .to_vec();
-        Ok(Plan {
-            inputs: vec![Projection::named(
-                &inputs[0],
-                &[("user", ColumnType::Any), ("ts", ColumnType::Int)],
-            )?],
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            vec![inputs.project("events")?],
+            vec![OutputSchema {
                 name: "sessions".into(),
                 columns,
                 key: vec![0, 1],
             }],
-            dataflow: Arc::new(SessionFlow { gap }),
-        })
+            SessionFlow { gap },
+        ))
     }
 }
 
@@ -92,9 +94,13 @@ struct SessionFlow {
 }
 
 impl Dataflow for SessionFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
         let gap = self.gap;
-        let events = inputs.into_iter().next().expect("sessionize has one input");
+        let events = inputs.take("events")?;
         let out = events
             .map(|row| (row[0].clone(), row[1].clone()))
             .reduce(move |_user, times, out| {
@@ -106,14 +112,14 @@ impl Dataflow for SessionFlow {
                 session.insert(0, user);
                 session
             });
-        vec![out]
+        Ok(Outputs::from([("sessions", out)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn splits_on_gaps_per_user() {

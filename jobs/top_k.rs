@@ -8,8 +8,8 @@
 //! the whole row in ascending order, so ranks are deterministic. Rows whose
 //! `by` is null rank last.
 
-use super::kappa_job_prelude::*;
 use crate::ops::aggregate::project;
+use crate::prelude::*;
 
 pub struct TopK;
 
@@ -54,8 +54,13 @@ impl Job for TopK {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        let schema = &inputs[0];
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
+        let schema = inputs.get("input")?;
         let key: Vec<usize> = params
             .list("key")
             .iter()
@@ -78,20 +83,20 @@ impl Job for TopK {
         columns.push("rank".into());
         let mut out_key = key.clone();
         out_key.push(schema.columns.len());
-        Ok(Plan {
-            inputs: vec![Projection::all(schema)],
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            vec![Projection::all(schema)],
+            vec![OutputSchema {
                 name: "top".into(),
                 columns,
                 key: out_key,
             }],
-            dataflow: Arc::new(TopKFlow {
+            TopKFlow {
                 key,
                 by,
                 k,
                 descending,
-            }),
-        })
+            },
+        ))
     }
 }
 
@@ -103,9 +108,13 @@ struct TopKFlow {
 }
 
 impl Dataflow for TopKFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
         let (key, by, k, descending) = (self.key.clone(), self.by, self.k, self.descending);
-        let input = inputs.into_iter().next().expect("top-k has one input");
+        let input = inputs.take("input")?;
         let top =
             input
                 .map(move |row| (project(&row, &key), row))
@@ -131,14 +140,14 @@ impl Dataflow for TopKFlow {
                         out.push((row, 1isize));
                     }
                 });
-        vec![top.map(|(_key, row)| row)]
+        Ok(Outputs::from([("top", top.map(|(_key, row)| row))]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     #[test]
     fn ranks_per_key_with_deterministic_ties() {

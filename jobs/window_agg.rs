@@ -17,11 +17,11 @@
 //! events older than their partition's watermark minus `allowed_lateness`
 //! are dropped and counted (see [`crate::source::late`]).
 
-use super::kappa_job_prelude::*;
 use crate::job::BuildContext;
 use crate::ops::aggregate::{AggSpec, Aggregates};
 use crate::ops::closing_window::ClosingWindow;
 use crate::ops::window::{WindowAggregate, WindowSpec};
+use crate::prelude::*;
 use crate::time::TimeUnit;
 
 pub struct WindowAgg;
@@ -79,7 +79,12 @@ impl Job for WindowAgg {
         }
     }
 
-    fn plan(&self, params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let bad = |name: &str, reason: String| params.bad(name, reason);
         let unit = TimeUnit::parse(params.get("unit")).map_err(|e| bad("unit", e))?;
         let window = WindowSpec::parse(params.get("window"), unit).map_err(|e| bad("window", e))?;
@@ -87,7 +92,7 @@ impl Job for WindowAgg {
         window
             .check_windows_per_event(max_windows)
             .map_err(|e| bad("window", e))?;
-        let schema = &inputs[0];
+        let schema = inputs.get("input")?;
         let keys = params.list("key");
         let specs = AggSpec::parse_list(params.get("agg"))?;
         let (aggs, value_columns) = Aggregates::resolve(&specs, schema)?;
@@ -105,14 +110,20 @@ impl Job for WindowAgg {
         names.extend(["window_start".to_string(), "window_end".to_string()]);
         names.extend(specs.iter().map(AggSpec::output_name));
         let late = params.late_rule(0, unit)?;
-        Ok(Plan {
-            inputs: vec![Projection { columns, late }],
-            outputs: vec![OutputSchema {
+        let input = schema.name.clone();
+        Ok(Plan::new(
+            vec![Projection {
+                input,
+                columns,
+                late,
+                rules: Vec::new(),
+            }],
+            vec![OutputSchema {
                 name: "windows".into(),
                 columns: names,
                 key: (0..n_keys + 2).collect(),
             }],
-            dataflow: Arc::new(WindowAggFlow {
+            WindowAggFlow {
                 key: (1..=n_keys).collect(),
                 values: (1 + n_keys..1 + n_keys + value_columns.len()).collect(),
                 window,
@@ -122,8 +133,8 @@ impl Job for WindowAgg {
                         window,
                         WindowSpec::Tumbling { .. } | WindowSpec::Hopping { .. }
                     ),
-            }),
-        })
+            },
+        ))
     }
 }
 
@@ -138,38 +149,39 @@ struct WindowAggFlow {
 }
 
 impl Dataflow for WindowAggFlow {
-    fn build_in<'s>(&self, inputs: Vec<Rows<'s>>, context: &BuildContext<'s>) -> Vec<Rows<'s>> {
-        if !self.closes {
-            return self.build(inputs);
-        }
-        let input = inputs.into_iter().next().expect("window-agg has one input");
-        let closing = ClosingWindow {
-            time: 0,
-            key: self.key.clone(),
-            values: self.values.clone(),
-            window: self.window,
-            aggs: self.aggs.clone(),
-            input: 0,
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let input = inputs.take("input")?;
+        let windows = if self.closes {
+            let closing = ClosingWindow {
+                time: 0,
+                key: self.key.clone(),
+                values: self.values.clone(),
+                window: self.window,
+                aggs: self.aggs.clone(),
+                input: 0,
+            };
+            closing.aggregate(input, context.watermarks.clone())
+        } else {
+            input.window_aggregate(
+                0,
+                self.key.clone(),
+                self.values.clone(),
+                self.window,
+                self.aggs.clone(),
+            )
         };
-        vec![closing.aggregate(input, context.watermarks.clone())]
-    }
-
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        let input = inputs.into_iter().next().expect("window-agg has one input");
-        vec![input.window_aggregate(
-            0,
-            self.key.clone(),
-            self.values.clone(),
-            self.window,
-            self.aggs.clone(),
-        )]
+        Ok(Outputs::from([("windows", windows)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::{rows, run_job};
+    use crate::testing::{rows, run_job};
 
     fn run(window: &str, agg: &str, input: &str) -> Vec<Row> {
         run_job(

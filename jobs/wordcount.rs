@@ -4,7 +4,7 @@
 //! line). A word is a maximal run of alphanumeric characters (Unicode), lowercased.
 //! Output `counts`: `word,count`; key: `word`.
 
-use super::kappa_job_prelude::*;
+use crate::prelude::*;
 
 pub struct WordCount;
 
@@ -28,16 +28,21 @@ impl Job for WordCount {
         }
     }
 
-    fn plan(&self, _params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
-        Ok(Plan {
-            inputs: vec![Projection::named(&inputs[0], &[("line", ColumnType::Str)])?],
-            outputs: vec![OutputSchema {
+    fn plan(
+        &self,
+        _params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
+        Ok(Plan::new(
+            vec![inputs.project("text")?],
+            vec![OutputSchema {
                 name: "counts".into(),
                 columns: vec!["word".into(), "count".into()],
                 key: vec![0],
             }],
-            dataflow: Arc::new(WordCountFlow),
-        })
+            WordCountFlow,
+        ))
     }
 }
 
@@ -51,8 +56,12 @@ fn words(line: &str) -> impl Iterator<Item = String> + '_ {
 struct WordCountFlow;
 
 impl Dataflow for WordCountFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        let lines = inputs.into_iter().next().expect("wordcount has one input");
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let lines = inputs.take("text")?;
         let counts = lines
             .flat_map(|row| match &row[0] {
                 Value::Str(line) => words(line).map(|w| Value::str(&w)).collect::<Vec<_>>(),
@@ -60,14 +69,14 @@ impl Dataflow for WordCountFlow {
             })
             .count()
             .map(|(word, n)| vec![word, Value::Int(n as i64)]);
-        vec![counts]
+        Ok(Outputs::from([("counts", counts)]))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::testing::run_job;
+    use crate::testing::run_job;
 
     #[test]
     fn splits_on_non_alphanumerics_and_lowercases() {

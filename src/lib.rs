@@ -27,21 +27,45 @@
 //!   in memory for tests).
 //! - [`fslock`]: the advisory file locks behind the topic writer lock, the
 //!   deployment lock and the table store's presence lock.
+//! - [`registry`], [`app`]: the jobs a program knows, and the command line
+//!   over them ([`App`]: a user's crate gets every command for its own jobs).
+//! - [`engine`]: the orchestration the commands are made of (a job over
+//!   files to committed outputs, a job over topics into a deployment's
+//!   tables, a table version against its recomputation), for programs.
 //! - [`cli`]: the `kappa` command line.
 
+pub mod app;
 pub mod cli;
-pub mod error;
+pub mod engine;
 pub mod fslock;
 pub mod job;
 #[path = "../jobs/mod.rs"]
 pub mod jobs;
 pub mod log;
 pub mod ops;
+pub mod prelude;
+pub mod registry;
 pub mod runner;
 pub mod schema;
 pub mod sink;
 pub mod source;
 pub mod stats;
 pub mod table;
+pub mod testing;
 pub mod time;
+pub mod typed;
 pub mod value;
+
+/// The dataflow crates jobs are written with, at the versions kappa runs.
+pub use differential_dataflow;
+pub use timely;
+
+pub use app::App;
+pub use engine::{Batch, OnLog, StreamSettings};
+pub use registry::Registry;
+
+/// The allocator the `kappa` binary uses (mimalloc): rows built on one
+/// worker are often freed on another, a pattern the system allocator is
+/// slow at. A user's binary opts in with
+/// `#[global_allocator] static ALLOC: kappa::Allocator = kappa::Allocator;`.
+pub use mimalloc::MiMalloc as Allocator;

@@ -6,8 +6,8 @@
 // pattern (consolidating and unlinking chunks across arenas), mimalloc a
 // small fraction of it.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kappa::Allocator = kappa::Allocator;
 
 fn main() -> std::process::ExitCode {
-    kappa::cli::main()
+    kappa::App::new().with_builtin_jobs().run()
 }

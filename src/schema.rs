@@ -142,20 +142,28 @@ impl InputSchema {
 /// in the order the job's rows carry them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Projection {
+    /// The input projected (its name in the job's spec).
+    pub input: String,
     pub columns: Vec<(usize, ColumnType)>,
     /// Under the `drop` late-event policy, the rule the source applies to
     /// this input's rows in partition order (see [`crate::source::late`]).
     pub late: Option<LateRule>,
+    /// Per projected column, what its values must be besides their type
+    /// (a typed input's fields: present, in range); empty: no rules. A row
+    /// that breaks one is a bad row, located by the source.
+    pub rules: Vec<crate::typed::ValueRule>,
 }
 
 impl Projection {
     /// Every column, inferred.
     pub fn all(schema: &InputSchema) -> Self {
         Projection {
+            input: schema.name.clone(),
             columns: (0..schema.columns.len())
                 .map(|i| (i, ColumnType::Any))
                 .collect(),
             late: None,
+            rules: Vec::new(),
         }
     }
 
@@ -169,12 +177,23 @@ impl Projection {
             .map(|(name, ty)| Ok((schema.index(name)?, *ty)))
             .collect::<Result<_, _>>()?;
         Ok(Projection {
+            input: schema.name.clone(),
             columns,
             late: None,
+            rules: Vec::new(),
         })
     }
 
     /// Position, within the projected row, of source column `source`.
+    /// Why the projected `row` breaks a rule, with the source column it
+    /// came from, if it does.
+    pub fn check(&self, row: &[Value]) -> Result<(), (usize, String)> {
+        for ((rule, value), (col, _)) in self.rules.iter().zip(row).zip(&self.columns) {
+            rule.check(value).map_err(|e| (*col, e))?;
+        }
+        Ok(())
+    }
+
     pub fn position_of(&self, source: usize) -> Option<usize> {
         self.columns.iter().position(|(i, _)| *i == source)
     }
@@ -187,6 +206,36 @@ pub struct OutputSchema {
     pub name: String,
     pub columns: Vec<String>,
     pub key: Vec<usize>,
+}
+
+impl OutputSchema {
+    /// The schema of output `name` written from the struct `T`
+    /// ([`crate::job::Outputs::with_typed`]): its fields are the columns,
+    /// `key` names the key columns.
+    pub fn of<T: crate::typed::Record>(
+        name: &str,
+        key: &[&str],
+    ) -> Result<OutputSchema, crate::job::PlanError> {
+        let bug = |problem: String| crate::job::PlanError::JobBug {
+            job: name.to_string(),
+            problem,
+        };
+        let columns = T::columns().map_err(|e| bug(e.to_string()))?.names();
+        let key = key
+            .iter()
+            .map(|k| {
+                columns
+                    .iter()
+                    .position(|c| c == k)
+                    .ok_or_else(|| bug(format!("output {name} has no key column {k:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(OutputSchema {
+            name: name.to_string(),
+            columns,
+            key,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ proptest! {
         // late filter, so the result is still the plain windowing.
         let late = if drop { "drop" } else { "correct" };
         let got = run_with(
-            job("window-agg"),
+            &*job("window-agg"),
             &[("time", "t"), ("window", &w), ("key", "k"), ("agg", AGGS), ("late", late)],
             &["k,t,v"],
             vec![input.clone()],
@@ -175,7 +175,7 @@ proptest! {
     #[test]
     fn interval_join_matches_reference(impressions in events(40), clicks in events(40), within in 0i64..12) {
         let got = run_with(
-            job("ad-clicks"),
+            &*job("ad-clicks"),
             &[("key", "k"), ("time", "t"), ("within", &within.to_string())],
             &["k,t,v", "k,t,v"],
             vec![impressions.clone(), clicks.clone()],
@@ -197,7 +197,7 @@ proptest! {
     fn as_of_join_matches_reference(events in events(40), versions in events(20), left in any::<bool>()) {
         let kind = if left { "left" } else { "inner" };
         let got = run_with(
-            job("enrich"),
+            &*job("enrich"),
             &[("key", "k"), ("as_of", "t:t"), ("kind", kind)],
             &["k,t,v", "k,t,v"],
             vec![events.clone(), versions.clone()],

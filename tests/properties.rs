@@ -12,7 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kappa::job::{Job, Params};
+use std::sync::Arc;
+
+use kappa::job::{Job, NoData, Params, plan_job};
 use kappa::runner::memory::{run_in_memory, run_projected};
 use kappa::schema::InputSchema;
 use kappa::value::{Row, Value};
@@ -50,9 +52,9 @@ fn rows(max: usize) -> impl Strategy<Value = Vec<Row>> {
 
 /// Runs a job on 1, 2 and 4 workers, checks they agree, returns the rows of
 /// output 0 repeated by multiplicity (sorted). Every input has columns `k,v`.
-fn run(job: &dyn Job, params: &[(&str, &str)], inputs: Vec<Vec<Row>>) -> Vec<Row> {
+fn run(job: Arc<dyn Job>, params: &[(&str, &str)], inputs: Vec<Vec<Row>>) -> Vec<Row> {
     let columns = vec!["k,v"; inputs.len()];
-    run_with(job, params, &columns, inputs)
+    run_with(&*job, params, &columns, inputs)
 }
 
 /// As [`run`], with each input's columns given as `"a,b,c"`.
@@ -77,11 +79,11 @@ pub(crate) fn run_with(
             columns: c.split(',').map(String::from).collect(),
         })
         .collect();
-    let plan = job.plan(&params, &schemas).unwrap();
-    let one = run_in_memory(&plan, inputs.clone(), 1);
+    let plan = plan_job(job, &params, schemas, &NoData).unwrap();
+    let one = run_in_memory(&plan, inputs.clone(), 1).unwrap();
     for workers in [2, 4] {
         assert_eq!(
-            run_in_memory(&plan, inputs.clone(), workers),
+            run_in_memory(&plan, inputs.clone(), workers).unwrap(),
             one,
             "{workers} workers differ from 1"
         );
@@ -94,7 +96,7 @@ pub(crate) fn run_with(
         .collect()
 }
 
-pub(crate) fn job(name: &str) -> &'static dyn Job {
+pub(crate) fn job(name: &str) -> Arc<dyn Job> {
     kappa::jobs::find(name).unwrap()
 }
 
@@ -248,7 +250,7 @@ proptest! {
         let given: Vec<_> = given.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let params = Params::resolve(&spec, &given).unwrap();
         let schema = InputSchema { name: "input".into(), columns: vec!["k".into(), "v".into()] };
-        let plan = job("group-by").plan(&params, &[schema]).unwrap();
+        let plan = plan_job(&*job("group-by"), &params, vec![schema], &NoData).unwrap();
         let mut changes: Vec<(Row, isize)> = input.iter().map(|r| (r.clone(), 1)).collect();
         let mut kept = Vec::new();
         for (row, gone) in input.iter().zip(gone.iter().chain(std::iter::repeat(&false))) {
@@ -258,8 +260,8 @@ proptest! {
                 kept.push(row.clone());
             }
         }
-        let one = run_projected(&plan, vec![changes.clone()], 1);
-        prop_assert_eq!(&run_projected(&plan, vec![changes], 3), &one);
+        let one = run_projected(&plan, vec![changes.clone()], 1).unwrap();
+        prop_assert_eq!(&run_projected(&plan, vec![changes], 3).unwrap(), &one);
         let got: Vec<Row> = one[0].iter().map(|(r, n)| { assert_eq!(*n, 1); r.clone() }).collect();
         prop_assert_eq!(got, group_by_reference(&kept));
     }

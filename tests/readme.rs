@@ -7,7 +7,7 @@
 //!
 //! Blocks that show excerpts of runs a reader cannot repeat as written (a
 //! benchmark's generated input) are `text` blocks, not `console` ones.
-//! `cargo test --release` is the one command not run: it is this suite.
+//! `cargo test --release --workspace` is the one command not run: it is this suite.
 
 use std::path::Path;
 use std::process::Command;
@@ -110,7 +110,10 @@ fn the_readme_runs_top_to_bottom() {
         "only {} commands found in the README",
         steps.len()
     );
-    for step in steps.iter().filter(|s| s.command != "cargo test --release") {
+    for step in steps
+        .iter()
+        .filter(|s| s.command != "cargo test --release --workspace")
+    {
         let command = step.command.replace("cargo run --release -- ", "kappa ");
         let out = output_within(
             Command::new("sh")

@@ -28,8 +28,8 @@ pub mod q9;
 
 use differential_dataflow::VecCollection;
 
-use super::kappa_job_prelude::*;
 use crate::job::Time;
+use crate::prelude::*;
 
 /// Person columns, in the order `kappa nexmark gen` writes them.
 pub const PERSON: &[&str] = &[
@@ -73,8 +73,8 @@ pub struct Source {
     pub reads: &'static [(&'static str, ColumnType)],
 }
 
-/// Builds a query's output from its inputs (spec order).
-pub type Build = for<'s> fn(Vec<Rows<'s>>) -> Rows<'s>;
+/// Builds a query's output from its inputs (taken by name).
+pub type Build = for<'s> fn(&mut Inputs<'s>) -> Result<Rows<'s>, BuildError>;
 
 /// A Nexmark query as a job: one output, fixed columns, no parameters.
 pub struct Query {
@@ -116,33 +116,47 @@ impl Job for Query {
         }
     }
 
-    fn plan(&self, _params: &Params, inputs: &[InputSchema]) -> Result<Plan, PlanError> {
+    fn plan(
+        &self,
+        _params: &Params,
+        inputs: &Schemas,
+        _data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
         let projections = self
             .inputs
             .iter()
-            .zip(inputs)
-            .map(|(source, schema)| Projection::named(schema, source.reads))
+            .map(|source| inputs.project(source.name))
             .collect::<Result<Vec<_>, _>>()?;
         let width = self.columns.len();
-        Ok(Plan {
-            inputs: projections,
-            outputs: vec![OutputSchema {
+        Ok(Plan::new(
+            projections,
+            vec![OutputSchema {
                 name: self.output.into(),
                 columns: self.columns.iter().map(|c| c.to_string()).collect(),
                 key: self
                     .key
                     .map_or_else(|| (0..width).collect(), |k| k.to_vec()),
             }],
-            dataflow: Arc::new(QueryFlow(self.build)),
-        })
+            QueryFlow {
+                output: self.output,
+                build: self.build,
+            },
+        ))
     }
 }
 
-struct QueryFlow(Build);
+struct QueryFlow {
+    output: &'static str,
+    build: Build,
+}
 
 impl Dataflow for QueryFlow {
-    fn build<'s>(&self, inputs: Vec<Rows<'s>>) -> Vec<Rows<'s>> {
-        vec![(self.0)(inputs)]
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        _context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        Ok(Outputs::new().with(self.output, (self.build)(&mut inputs)?))
     }
 }
 
@@ -179,11 +193,11 @@ where
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::jobs::testing::run_job;
+    use crate::testing::run_job;
 
     /// Runs `query` (on 1 and 3 workers) over inputs given as full rows of
     /// their event kind; returns its output rows, sorted.
-    pub fn run(query: &Query, inputs: Vec<Vec<Row>>) -> Vec<Row> {
+    pub fn run(query: &'static Query, inputs: Vec<Vec<Row>>) -> Vec<Row> {
         let columns: Vec<String> = query
             .inputs
             .iter()

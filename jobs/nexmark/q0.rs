@@ -27,7 +27,7 @@ pub static Q0: Query = Query {
     output: "nexmark_q0",
     columns: &["auction", "bidder", "price", "date_time", "extra"],
     key: None,
-    build: |mut inputs| inputs.remove(0),
+    build: |inputs| inputs.take("bid"),
 };
 
 #[cfg(test)]

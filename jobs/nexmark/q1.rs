@@ -32,13 +32,13 @@ pub static Q1: Query = Query {
     output: "nexmark_q1",
     columns: &["auction", "bidder", "price", "date_time", "extra"],
     key: None,
-    build: |mut inputs| {
-        inputs.remove(0).map(|mut row| {
+    build: |inputs| {
+        Ok(inputs.take("bid")?.map(|mut row| {
             if let Some(p) = row[2].as_i64() {
                 row[2] = Value::float(DOL_TO_EUR * p as f64);
             }
             row
-        })
+        }))
     },
 };
 

@@ -21,10 +21,10 @@ pub static Q2: Query = Query {
     output: "nexmark_q2",
     columns: &["auction", "price"],
     key: None,
-    build: |mut inputs| {
-        inputs
-            .remove(0)
-            .filter(|row| int(row, 0).is_some_and(|a| a % 123 == 0))
+    build: |inputs| {
+        Ok(inputs
+            .take("bid")?
+            .filter(|row| int(row, 0).is_some_and(|a| a % 123 == 0)))
     },
 };
 

@@ -38,19 +38,21 @@ pub static Q3: Query = Query {
     columns: &["name", "city", "state", "id"],
     key: Some(&[3]),
     build: |inputs| {
-        let mut inputs = inputs.into_iter();
-        let (person, auction) = (inputs.next().unwrap(), inputs.next().unwrap());
-        let sellers = person.flat_map(|row| {
-            let local = matches!(&row[3], Value::Str(s) if STATES.contains(&s.as_str()));
-            let id = int(&row, 0).filter(|_| local)?;
-            Some((id, row[1..4].to_vec()))
-        });
-        let items = auction
-            .flat_map(|row| (int(&row, 2)? == CATEGORY).then_some((int(&row, 1)?, row[0].clone())));
-        sellers.join_map(items, |_seller, p: &Row, auction_id: &Value| {
-            let mut row = p.clone();
-            row.push(auction_id.clone());
-            row
+        Ok({
+            let (person, auction) = (inputs.take("person")?, inputs.take("auction")?);
+            let sellers = person.flat_map(|row| {
+                let local = matches!(&row[3], Value::Str(s) if STATES.contains(&s.as_str()));
+                let id = int(&row, 0).filter(|_| local)?;
+                Some((id, row[1..4].to_vec()))
+            });
+            let items = auction.flat_map(|row| {
+                (int(&row, 2)? == CATEGORY).then_some((int(&row, 1)?, row[0].clone()))
+            });
+            sellers.join_map(items, |_seller, p: &Row, auction_id: &Value| {
+                let mut row = p.clone();
+                row.push(auction_id.clone());
+                row
+            })
         })
     },
 };

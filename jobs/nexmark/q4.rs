@@ -44,26 +44,27 @@ pub static Q4: Query = Query {
     columns: &["category", "avg"],
     key: Some(&[0]),
     build: |inputs| {
-        let mut inputs = inputs.into_iter();
-        let (auction, bid) = (inputs.next().unwrap(), inputs.next().unwrap());
-        let auctions =
-            auction.flat_map(|r| Some((int(&r, 0)?, (int(&r, 1)?, int(&r, 2)?, int(&r, 3)?))));
-        let bids = bid.flat_map(|r| Some((int(&r, 0)?, (int(&r, 2)?, int(&r, 1)?))));
-        let finals = bids_in_lifetime(auctions, bids, |id, category, price| {
-            ((id, *category), *price)
-        })
-        .reduce(|_, prices, out| out.push((*prices.last().expect("a group").0, 1isize)));
-        finals
-            .map(|((_, category), price)| (category, price))
-            .reduce(|_, finals, out| {
-                let (mut sum, mut n) = (0i128, 0i128);
-                for (price, m) in finals {
-                    sum += **price as i128 * *m as i128;
-                    n += *m as i128;
-                }
-                out.push((Value::float(sum as f64 / n as f64), 1isize));
+        Ok({
+            let (auction, bid) = (inputs.take("auction")?, inputs.take("bid")?);
+            let auctions =
+                auction.flat_map(|r| Some((int(&r, 0)?, (int(&r, 1)?, int(&r, 2)?, int(&r, 3)?))));
+            let bids = bid.flat_map(|r| Some((int(&r, 0)?, (int(&r, 2)?, int(&r, 1)?))));
+            let finals = bids_in_lifetime(auctions, bids, |id, category, price| {
+                ((id, *category), *price)
             })
-            .map(|(category, avg)| vec![Value::Int(category), avg])
+            .reduce(|_, prices, out| out.push((*prices.last().expect("a group").0, 1isize)));
+            finals
+                .map(|((_, category), price)| (category, price))
+                .reduce(|_, finals, out| {
+                    let (mut sum, mut n) = (0i128, 0i128);
+                    for (price, m) in finals {
+                        sum += **price as i128 * *m as i128;
+                        n += *m as i128;
+                    }
+                    out.push((Value::float(sum as f64 / n as f64), 1isize));
+                })
+                .map(|(category, avg)| vec![Value::Int(category), avg])
+        })
     },
 };
 

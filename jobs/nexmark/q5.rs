@@ -49,9 +49,9 @@ pub static Q5: Query = Query {
     output: "nexmark_q5",
     columns: &["auction", "num", "window_start", "window_end"],
     key: Some(&[2, 0]),
-    build: |mut inputs| {
-        inputs
-            .remove(0)
+    build: |inputs| {
+        Ok(inputs
+            .take("bid")?
             .flat_map(|r| {
                 let bid = int(&r, 0).zip(int(&r, 1));
                 bid.into_iter().flat_map(|(auction, t)| {
@@ -73,7 +73,7 @@ pub static Q5: Query = Query {
                     Value::Int(start),
                     Value::Int(start + SIZE),
                 ]
-            })
+            }))
     },
 };
 

@@ -46,9 +46,9 @@ pub static Q7: Query = Query {
     output: "nexmark_q7",
     columns: &["auction", "price", "bidder", "date_time", "extra"],
     key: None,
-    build: |mut inputs| {
-        inputs
-            .remove(0)
+    build: |inputs| {
+        Ok(inputs
+            .take("bid")?
             .flat_map(|r| {
                 let (Some(price), Some(t)) = (int(&r, 1), int(&r, 3)) else {
                     return Vec::new();
@@ -69,7 +69,7 @@ pub static Q7: Query = Query {
                     out.push((top.2.clone(), *n));
                 }
             })
-            .map(|(_end, row): (i64, Row)| row)
+            .map(|(_end, row): (i64, Row)| row))
     },
 };
 

@@ -46,20 +46,21 @@ pub static Q8: Query = Query {
     columns: &["id", "name", "window_start"],
     key: None,
     build: |inputs| {
-        let mut inputs = inputs.into_iter();
-        let (person, auction) = (inputs.next().unwrap(), inputs.next().unwrap());
-        let people = person
-            .flat_map(|r| {
-                let start = tumbling(int(&r, 2)?, SIZE).0;
-                Some(((start, int(&r, 0)?), r[1].clone()))
-            })
-            .distinct();
-        let sellers = auction
-            .flat_map(|r| Some((tumbling(int(&r, 1)?, SIZE).0, int(&r, 0)?)))
-            .distinct();
-        people
-            .semijoin(sellers)
-            .map(|((start, id), name)| vec![Value::Int(id), name, Value::Int(start)])
+        Ok({
+            let (person, auction) = (inputs.take("person")?, inputs.take("auction")?);
+            let people = person
+                .flat_map(|r| {
+                    let start = tumbling(int(&r, 2)?, SIZE).0;
+                    Some(((start, int(&r, 0)?), r[1].clone()))
+                })
+                .distinct();
+            let sellers = auction
+                .flat_map(|r| Some((tumbling(int(&r, 1)?, SIZE).0, int(&r, 0)?)))
+                .distinct();
+            people
+                .semijoin(sellers)
+                .map(|((start, id), name)| vec![Value::Int(id), name, Value::Int(start)])
+        })
     },
 };
 

@@ -75,25 +75,26 @@ pub static Q9: Query = Query {
     ],
     key: Some(&[0]),
     build: |inputs| {
-        let mut inputs = inputs.into_iter();
-        let (auction, bid) = (inputs.next().unwrap(), inputs.next().unwrap());
-        let auctions = auction.flat_map(|r| Some((int(&r, 0)?, r)));
-        let lifetimes = auctions
-            .clone()
-            .flat_map(|(id, r)| Some((id, (int(&r, 5)?, int(&r, 6)?, ()))));
-        // The rank of a bid within its auction, smallest first: price
-        // descending (`!price` reverses the order of an i64 without
-        // overflow), then time, then the rest of the bid.
-        let bids = bid.flat_map(|r| {
-            let (price, t) = (int(&r, 2)?, int(&r, 3)?);
-            Some((int(&r, 0)?, (t, (!price, t, r))))
-        });
-        let winners = bids_in_lifetime(lifetimes, bids, |id, _, ranked| (id, ranked.clone()))
-            .reduce(|_, ranked, out| out.push((ranked[0].0.2.clone(), 1isize)));
-        auctions.join_map(winners, |_, a: &Row, b: &Row| {
-            let mut row = a.clone();
-            row.extend(b.iter().cloned());
-            row
+        Ok({
+            let (auction, bid) = (inputs.take("auction")?, inputs.take("bid")?);
+            let auctions = auction.flat_map(|r| Some((int(&r, 0)?, r)));
+            let lifetimes = auctions
+                .clone()
+                .flat_map(|(id, r)| Some((id, (int(&r, 5)?, int(&r, 6)?, ()))));
+            // The rank of a bid within its auction, smallest first: price
+            // descending (`!price` reverses the order of an i64 without
+            // overflow), then time, then the rest of the bid.
+            let bids = bid.flat_map(|r| {
+                let (price, t) = (int(&r, 2)?, int(&r, 3)?);
+                Some((int(&r, 0)?, (t, (!price, t, r))))
+            });
+            let winners = bids_in_lifetime(lifetimes, bids, |id, _, ranked| (id, ranked.clone()))
+                .reduce(|_, ranked, out| out.push((ranked[0].0.2.clone(), 1isize)));
+            auctions.join_map(winners, |_, a: &Row, b: &Row| {
+                let mut row = a.clone();
+                row.extend(b.iter().cloned());
+                row
+            })
         })
     },
 };

@@ -5,13 +5,14 @@ use std::fmt::Write;
 use clap::Args;
 
 use crate::job::JobSpec;
+use crate::registry::Registry;
 
 #[derive(Debug, Args)]
 pub struct JobsArgs {}
 
-pub fn list(_args: JobsArgs) -> anyhow::Result<()> {
+pub fn list(registry: &Registry, _args: JobsArgs) -> anyhow::Result<()> {
     let mut out = String::new();
-    for job in crate::jobs::ALL {
+    for job in registry.iter() {
         out.push_str(&describe(&job.spec()));
         out.push('\n');
     }

@@ -33,6 +33,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::registry::Registry;
+
 /// kappa: one dataflow job, the same answer in batch, stream and replay.
 #[derive(Debug, Parser)]
 #[command(name = "kappa", version, about, propagate_version = true)]
@@ -59,17 +61,22 @@ enum Command {
     Nexmark(nexmark::NexmarkArgs),
 }
 
-/// Runs the command line; the process exit code.
-pub fn main() -> ExitCode {
+/// Runs the command line `args` (the first is the program name) over the
+/// jobs of `registry`; the process exit code.
+pub fn main<I, T>(registry: &Registry, args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     init_logging();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
-        Command::Jobs(args) => jobs::list(args),
+        Command::Run(args) => run::run(registry, args),
+        Command::Jobs(args) => jobs::list(registry, args),
         Command::Log(args) => log::run(args),
-        Command::Stream(args) => stream::stream(args),
-        Command::Reprocess(args) => reprocess::reprocess(args),
-        Command::Table(args) => table::run(args),
+        Command::Stream(args) => stream::stream(registry, args),
+        Command::Reprocess(args) => reprocess::reprocess(registry, args),
+        Command::Table(args) => table::run(registry, args),
         Command::Nexmark(args) => nexmark::run(args),
     };
     match result {
@@ -99,5 +106,6 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .try_init()
+        .ok();
 }

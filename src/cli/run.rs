@@ -10,8 +10,8 @@ use clap::{Args, CommandFactory, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::workers::WorkerArgs;
-use crate::job::{DataContext, Job, KeySample, Params};
-use crate::runner::batch::{BatchResult, BatchRun};
+use crate::engine::{Batch, BatchOutput};
+use crate::registry::Registry;
 use crate::sink::files;
 use crate::source::{BadRowPolicy, Format, InputFiles, ReadOptions};
 
@@ -98,9 +98,9 @@ where
     ))
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<()> {
+pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let job = match &args.job {
-        Some(name) => Some(find_job(name)?),
+        Some(name) => Some(registry.find(name)?),
         None => None,
     };
     if args.help || job.is_none() {
@@ -109,7 +109,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .expect("run command")
             .render_help()
             .to_string();
-        if let Some(job) = job {
+        if let Some(job) = &job {
             help.push_str("\nJob:\n");
             help.push_str(&super::jobs::describe(&job.spec()));
         }
@@ -126,48 +126,42 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .output
         .clone()
         .ok_or_else(|| anyhow!("--output DIR is required"))?;
-    let params = Params::resolve(&spec, &args.late.with_params(&spec, &args.param)?)?;
-    let inputs = resolve_inputs(job, &args)?;
-    let schemas: Vec<_> = inputs.iter().map(|i| i.schema.clone()).collect();
-    let options = args.on_bad_row.read_options(args.null.clone());
-    let data = FilesContext {
-        inputs: &inputs,
-        options: &options,
-        decisions: Default::default(),
-    };
-    let plan = job
-        .plan_with(&params, &schemas, &data)
-        .with_context(|| format!("cannot plan job {}", spec.name))?;
-    let decisions = data.decisions.into_inner();
-    files::check_target(&output, args.overwrite)?;
+    let params = args.late.with_params(&spec, &args.param)?;
     let workers = args.workers.config()?;
-    let total_bytes: u64 = inputs.iter().map(InputFiles::bytes).sum();
-    let bar = progress_bar(total_bytes);
-    let progress = bar
-        .clone()
-        .map(|b| Arc::new(move |n: u64| b.inc(n)) as Arc<dyn Fn(u64) + Send + Sync>);
     let threads = workers.total_workers();
+    let format = args.format.map(|f| match f {
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Jsonl => Format::Jsonl,
+        FormatArg::Text => Format::Text,
+    });
+    let mut batch = Batch::new(job)
+        .params(&params)
+        .format(format)
+        .read_options(args.on_bad_row.read_options(args.null.clone()))
+        .workers(workers);
+    for (name, path) in &args.input {
+        batch = batch.input(name, path);
+    }
+    let planned = batch.plan()?;
+    files::check_target(&output, args.overwrite)?;
+    let total_bytes: u64 = planned.inputs.iter().map(InputFiles::bytes).sum();
+    let bar = progress_bar(total_bytes);
+    if let Some(bar) = bar.clone() {
+        batch = batch.on_progress(Arc::new(move |n: u64| bar.inc(n)));
+    }
     let stats = args.stats.then(Arc::<crate::stats::Recorder>::default);
-    let run = BatchRun {
-        plan: plan.clone(),
-        inputs: inputs.clone(),
-        options,
-        workers,
-        progress,
-        stats: stats.clone(),
-    };
-    let result = run.run();
+    if let Some(stats) = &stats {
+        batch = batch.stats(stats.clone());
+    }
+    let result = batch.run_planned(planned);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let result = result.with_context(|| format!("job {} failed", spec.name))?;
-    files::commit(&output, &plan.outputs, &result.outputs)?;
+    result.commit(&output, args.overwrite)?;
     tracing::info!(elapsed = ?result.elapsed, "outputs committed");
-    eprint!(
-        "{}",
-        summary(spec.name, threads, &inputs, &plan.outputs, &result, &output)
-    );
-    for d in &decisions {
+    eprint!("{}", summary(spec.name, threads, &result, &output));
+    for d in &result.decisions {
         eprintln!("  {d}");
     }
     if let Some(stats) = stats {
@@ -177,83 +171,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // left to the process's exit, which is next.
     std::mem::forget(result);
     Ok(())
-}
-
-/// What the planner may know of file inputs: their sizes and a sample of
-/// their keys; records the planner's choices for the summary.
-struct FilesContext<'a> {
-    inputs: &'a [InputFiles],
-    options: &'a crate::source::ReadOptions,
-    decisions: std::cell::RefCell<Vec<String>>,
-}
-
-impl DataContext for FilesContext<'_> {
-    fn input_bytes(&self, input: usize) -> Option<u64> {
-        self.inputs.get(input).map(InputFiles::bytes)
-    }
-
-    fn sample_keys(&self, input: usize, columns: &[usize], rate: f64) -> Option<KeySample> {
-        let files = self.inputs.get(input)?;
-        let started = std::time::Instant::now();
-        match crate::source::sample::sample_keys(files, input, columns, rate, self.options) {
-            Ok(sample) => {
-                tracing::info!(input, rows = sample.rows, elapsed = ?started.elapsed(), "sampled keys");
-                Some(sample)
-            }
-            Err(e) => {
-                // The run reads the input again and reports the error properly.
-                tracing::warn!("cannot sample input {}: {e}", files.schema.name);
-                None
-            }
-        }
-    }
-
-    fn decide(&self, note: String) {
-        tracing::info!("{note}");
-        self.decisions.borrow_mut().push(note);
-    }
-}
-
-pub(super) fn find_job(name: &str) -> anyhow::Result<&'static dyn Job> {
-    crate::jobs::find(name).ok_or_else(|| {
-        let known: Vec<_> = crate::jobs::ALL.iter().map(|j| j.spec().name).collect();
-        anyhow!("unknown job {name:?} (jobs: {})", known.join(", "))
-    })
-}
-
-/// Matches `--input NAME=PATH` to the job's inputs, in spec order, and reads their headers.
-fn resolve_inputs(job: &dyn Job, args: &RunArgs) -> anyhow::Result<Vec<InputFiles>> {
-    let spec = job.spec();
-    for (name, _) in &args.input {
-        if !spec.inputs.iter().any(|i| i.name == name) {
-            let names: Vec<_> = spec.inputs.iter().map(|i| i.name).collect();
-            bail!(
-                "job {} has no input {name:?} (its inputs: {})",
-                spec.name,
-                names.join(", ")
-            );
-        }
-    }
-    let format = args.format.map(|f| match f {
-        FormatArg::Csv => Format::Csv,
-        FormatArg::Jsonl => Format::Jsonl,
-        FormatArg::Text => Format::Text,
-    });
-    spec.inputs
-        .iter()
-        .map(|input| {
-            let given: Vec<_> = args.input.iter().filter(|(n, _)| n == input.name).collect();
-            match given.as_slice() {
-                [] => bail!(
-                    "missing input: --input {}=PATH ({})",
-                    input.name,
-                    input.about
-                ),
-                [(_, path)] => Ok(InputFiles::resolve(input.name, path, format, input.format)?),
-                _ => bail!("input {} given more than once", input.name),
-            }
-        })
-        .collect()
 }
 
 fn progress_bar(total: u64) -> Option<ProgressBar> {
@@ -318,30 +235,20 @@ impl LateArgs {
 }
 
 /// The end-of-run summary for stderr.
-fn summary(
-    job: &str,
-    workers: usize,
-    inputs: &[InputFiles],
-    outputs: &[crate::schema::OutputSchema],
-    result: &BatchResult,
-    dir: &std::path::Path,
-) -> String {
-    let rows_in: u64 = result.rows_in.iter().sum();
-    let rows_out: isize = result
+fn summary(job: &str, workers: usize, result: &BatchOutput, dir: &std::path::Path) -> String {
+    let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
+    let count = |rows: &[(crate::value::Row, isize)]| rows.iter().map(|(_, n)| n).sum::<isize>();
+    let rows_out: isize = result.outputs.iter().map(|(_, rows)| count(rows)).sum();
+    let secs = result.elapsed.as_secs_f64();
+    let ins: Vec<String> = result
+        .rows_in
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    let outs: Vec<String> = result
         .outputs
         .iter()
-        .flat_map(|o| o.iter().map(|(_, n)| n))
-        .sum();
-    let secs = result.elapsed.as_secs_f64();
-    let ins: Vec<String> = inputs
-        .iter()
-        .zip(&result.rows_in)
-        .map(|(i, n)| format!("{} {n}", i.schema.name))
-        .collect();
-    let outs: Vec<String> = outputs
-        .iter()
-        .zip(&result.outputs)
-        .map(|(o, rows)| format!("{} {}", o.name, rows.iter().map(|(_, n)| n).sum::<isize>()))
+        .map(|(o, rows)| format!("{} {}", o.name, count(rows)))
         .collect();
     let mut s = format!(
         "kappa run {job}: {rows_in} rows in ({}), {rows_out} rows out ({}), {secs:.2} s on {workers} workers, {:.0} rows/s -> {}\n",
@@ -350,19 +257,18 @@ fn summary(
         rows_in as f64 / secs.max(1e-9),
         dir.display()
     );
-    for (input, n) in inputs.iter().zip(&result.late_dropped) {
+    for ((input, _), n) in result.rows_in.iter().zip(&result.late_dropped) {
         if *n > 0 {
             s.push_str(&format!(
-                "dropped {n} late events in input {} (late=drop)\n",
-                input.schema.name
+                "dropped {n} late events in input {input} (late=drop)\n"
             ));
         }
     }
-    for (input, bad) in inputs.iter().zip(&result.bad_rows) {
+    for ((input, _), bad) in result.rows_in.iter().zip(&result.bad_rows) {
         if bad.count > 0 {
             s.push_str(&format!(
-                "skipped {} bad rows in input {}; first ones:\n",
-                bad.count, input.schema.name
+                "skipped {} bad rows in input {input}; first ones:\n",
+                bad.count
             ));
             for (at, problem) in &bad.examples {
                 s.push_str(&format!("  {at}: {problem}\n"));

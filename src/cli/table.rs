@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use crate::registry::Registry;
 use crate::table::{Deployment, DeploymentState, TableError, TableStore, TableVersion};
 use crate::value::Value;
 
@@ -86,11 +87,11 @@ struct VersionArgs {
     version: TableVersion,
 }
 
-pub fn run(args: TableArgs) -> anyhow::Result<()> {
+pub fn run(registry: &Registry, args: TableArgs) -> anyhow::Result<()> {
     let path = &args.table_db;
     match args.command {
-        TableCommand::Rollback(a) => return super::reprocess::rollback(a, path),
-        TableCommand::Verify(a) => return super::verify::verify(a, path),
+        TableCommand::Rollback(a) => return super::reprocess::rollback(registry, a, path),
+        TableCommand::Verify(a) => return super::verify::verify(registry, a, path),
         _ => {}
     }
     let mut store = TableStore::open_existing(path).map_err(|e| match e {

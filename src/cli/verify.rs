@@ -7,8 +7,10 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use super::run::OnBadRow;
-use super::stream::{LogDirArg, StoreArgs, plan_job};
-use crate::runner::verify::{compare, recompute};
+use super::stream::{LogDirArg, StoreArgs};
+use crate::engine;
+use crate::registry::Registry;
+use crate::runner::verify::OutputCheck;
 use crate::table::TableVersion;
 
 #[derive(Debug, Args)]
@@ -31,89 +33,72 @@ pub struct VerifyArgs {
     pub workers: Option<usize>,
 }
 
-pub fn verify(args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
+pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
     let paths = StoreArgs {
         log: args.log,
         table_db: table_db.to_path_buf(),
     };
     let (log, store) = paths.open()?;
-    let d = store.find_by_output(&args.name, args.version.map(|v| v.0))?;
-    let mut planned = plan_job(&d.job, &d.params, &d.inputs, &log)?;
-    if planned.job.spec().version != d.job_version {
-        bail!(
-            "{} was built by {} v{}, this kappa has v{}",
-            d.version,
-            d.job,
-            d.job_version,
-            planned.job.spec().version
-        );
-    }
-    planned.name_outputs_as(&d);
-    let offsets = store.offsets(d.id)?;
     let options = args.on_bad_row.read_options(args.null.clone());
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let (expected, bad) = recompute(
+    let check = engine::verify(
+        registry,
+        &store,
         &log,
-        &planned.plan,
-        &planned.inputs,
-        &offsets,
+        &args.name,
+        args.version,
         &options,
         workers,
     )
-    .with_context(|| format!("cannot recompute {} {}", args.name, d.version))?;
-    let applied: u64 = offsets.values().sum();
-    let mut all_identical = true;
-    for (i, output) in d.outputs.iter().enumerate() {
-        let table = store.read_rows(&d.table(i))?;
-        let check = compare(&output.name, &table, &expected[i]);
-        if check.identical() {
-            outln!(
-                "{} {}: identical ({} rows, digest {:016x}) to a batch run over the {applied} records it applied",
-                output.name,
-                d.version,
-                check.table_rows,
-                check.digest
-            )?;
-            continue;
-        }
-        all_identical = false;
-        outln!(
-            "{} {}: DIFFERS from a batch run over the {applied} records it applied: table {} rows, batch {} rows; \
-             {} rows only in the table, {} only in the batch",
-            output.name,
-            d.version,
-            check.table_rows,
-            check.expected_rows,
-            check.differing.0,
-            check.differing.1
-        )?;
-        let text = |row: &crate::value::Row| {
-            row.iter()
-                .map(|v| v.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        for (row, n) in &check.only_in_table {
-            outln!("  only in table ({n}x): {}", text(row))?;
-        }
-        for (row, n) in &check.only_expected {
-            outln!("  only in batch ({n}x): {}", text(row))?;
-        }
+    .with_context(|| format!("cannot verify {}", args.name))?;
+    let (version, applied) = (check.deployment.version, check.applied);
+    for out in &check.outputs {
+        report(out, version, applied)?;
     }
-    if bad.count > 0 {
+    if check.bad_rows.count > 0 {
         eprintln!(
             "skipped {} bad records, as --on-bad-row skip asks",
-            bad.count
+            check.bad_rows.count
         );
     }
-    if !all_identical {
-        bail!(
-            "{} {} does not match its recomputation",
-            args.name,
-            d.version
-        );
+    if !check.identical() {
+        bail!("{} {version} does not match its recomputation", args.name);
+    }
+    Ok(())
+}
+
+/// One output's comparison, on stdout.
+fn report(check: &OutputCheck, version: TableVersion, applied: u64) -> anyhow::Result<()> {
+    let name = &check.output;
+    if check.identical() {
+        outln!(
+            "{name} {version}: identical ({} rows, digest {:016x}) to a batch run over the {applied} records it applied",
+            check.table_rows,
+            check.digest
+        )?;
+        return Ok(());
+    }
+    outln!(
+        "{name} {version}: DIFFERS from a batch run over the {applied} records it applied: table {} rows, batch {} rows; \
+         {} rows only in the table, {} only in the batch",
+        check.table_rows,
+        check.expected_rows,
+        check.differing.0,
+        check.differing.1
+    )?;
+    let text = |row: &crate::value::Row| {
+        row.iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (row, n) in &check.only_in_table {
+        outln!("  only in table ({n}x): {}", text(row))?;
+    }
+    for (row, n) in &check.only_expected {
+        outln!("  only in batch ({n}x): {}", text(row))?;
     }
     Ok(())
 }

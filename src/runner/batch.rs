@@ -97,7 +97,7 @@ impl BatchRun {
             }
         }
         if let Some(e) = first_error(errors) {
-            return Err(RunError::Source(e));
+            return Err(e);
         }
         let n_inputs = shared.run.inputs.len();
         let mut result = BatchResult {
@@ -143,11 +143,14 @@ impl BatchRun {
 }
 
 /// The error at the smallest row location (deterministic across worker counts).
-fn first_error(mut errors: Vec<SourceError>) -> Option<SourceError> {
+fn first_error(mut errors: Vec<RunError>) -> Option<RunError> {
+    use RunError::Source;
     errors.sort_by(|a, b| match (a, b) {
-        (SourceError::BadRow { at: x, .. }, SourceError::BadRow { at: y, .. }) => x.cmp(y),
-        (SourceError::BadRow { .. }, _) => std::cmp::Ordering::Greater,
-        (_, SourceError::BadRow { .. }) => std::cmp::Ordering::Less,
+        (Source(SourceError::BadRow { at: x, .. }), Source(SourceError::BadRow { at: y, .. })) => {
+            x.cmp(y)
+        }
+        (Source(SourceError::BadRow { .. }), _) => std::cmp::Ordering::Greater,
+        (_, Source(SourceError::BadRow { .. })) => std::cmp::Ordering::Less,
         _ => std::cmp::Ordering::Equal,
     });
     errors.into_iter().next()
@@ -202,14 +205,14 @@ struct Shared {
 }
 
 impl Shared {
-    fn work(&self, worker: &mut timely::worker::Worker) -> Result<WorkerResult, SourceError> {
+    fn work(&self, worker: &mut timely::worker::Worker) -> Result<WorkerResult, RunError> {
         let (index, peers) = (worker.index(), worker.peers());
         let plan = &self.run.plan;
         let collected: Vec<Rc<RefCell<super::OutputRows>>> =
             plan.outputs.iter().map(|_| Default::default()).collect();
         let sessions = worker.dataflow::<Time, _, _>(|scope| {
             let _stats = self.run.stats.clone().map(crate::stats::install);
-            let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly);
+            let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly)?;
             for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
                 output
                     .inner
@@ -220,8 +223,8 @@ impl Shared {
                         });
                     });
             }
-            sessions
-        });
+            Ok::<_, RunError>(sessions)
+        })?;
         let mut rows_in = vec![0u64; plan.inputs.len()];
         let mut bad_rows = vec![BadRows::default(); plan.inputs.len()];
         let mut late_dropped = vec![0u64; plan.inputs.len()];
@@ -301,7 +304,7 @@ impl Shared {
         while worker.step_or_park(None) {}
         tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "dataflow complete");
         if let Some(e) = failure {
-            return Err(e);
+            return Err(RunError::Source(e));
         }
         let outputs = collected
             .into_iter()

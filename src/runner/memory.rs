@@ -12,34 +12,40 @@ use differential_dataflow::consolidation::consolidate;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::operator::Operator;
 
+use super::{OutputRows, RunError};
 use crate::job::{Plan, Time, Updates};
 use crate::value::Row;
 
 /// Runs `plan` over full (unprojected) input rows, in spec order; returns per
-/// output the rows sorted, with their multiplicities.
-///
-/// Panics if a row does not fit its projection's types: callers give
-/// well-typed rows (this runner has no notion of files or lines to blame).
-pub fn run_in_memory(plan: &Plan, inputs: Vec<Vec<Row>>, workers: usize) -> Vec<Vec<(Row, isize)>> {
-    let projected: Vec<Vec<(Row, isize)>> = inputs
-        .into_iter()
-        .zip(&plan.inputs)
-        .map(|(rows, projection)| {
-            rows.into_iter()
-                .map(|row| {
-                    let row = projection
-                        .columns
-                        .iter()
-                        .map(|&(i, ty)| {
-                            ty.coerce(row[i].clone())
-                                .expect("in-memory input row does not fit its column type")
-                        })
-                        .collect();
-                    (row, 1)
-                })
-                .collect()
-        })
-        .collect();
+/// output the rows sorted, with their multiplicities. A row that does not
+/// fit its projection's types is an error naming the input and the row's
+/// index.
+pub fn run_in_memory(
+    plan: &Plan,
+    inputs: Vec<Vec<Row>>,
+    workers: usize,
+) -> Result<Vec<OutputRows>, RunError> {
+    let mut projected = Vec::with_capacity(inputs.len());
+    for (rows, projection) in inputs.into_iter().zip(&plan.inputs) {
+        let mut typed = Vec::with_capacity(rows.len());
+        for (index, row) in rows.into_iter().enumerate() {
+            let bad = |problem: String| RunError::BadMemoryRow {
+                input: projection.input.clone(),
+                row: index,
+                problem,
+            };
+            let mut out = Vec::with_capacity(projection.columns.len());
+            for &(i, ty) in &projection.columns {
+                let value = row
+                    .get(i)
+                    .ok_or_else(|| bad(format!("has {} columns, column {i} is read", row.len())))?;
+                out.push(ty.coerce(value.clone()).map_err(bad)?);
+            }
+            projection.check(&out).map_err(|(_, e)| bad(e))?;
+            typed.push((out, 1));
+        }
+        projected.push(typed);
+    }
     run_projected(plan, projected, workers)
 }
 
@@ -49,50 +55,83 @@ pub fn run_projected(
     plan: &Plan,
     inputs: Vec<Vec<(Row, isize)>>,
     workers: usize,
-) -> Vec<Vec<(Row, isize)>> {
+) -> Result<Vec<OutputRows>, RunError> {
     // Consolidated tables (what verify recomputes from) only insert.
     let updates = match inputs.iter().flatten().all(|(_, n)| *n > 0) {
         true => Updates::InsertOnly,
         false => Updates::Any,
     };
-    let projected = inputs;
-    let shared = Arc::new((plan.clone(), projected));
-    let results: Arc<Mutex<Vec<crate::runner::OutputRows>>> =
+    let timed = inputs
+        .into_iter()
+        .map(|rows| rows.into_iter().map(|(row, n)| (row, 0, n)).collect())
+        .collect();
+    run_timed(plan, timed, updates, workers)
+}
+
+/// Runs `plan` over projected input updates `(row, epoch, difference)`,
+/// each input's sorted by epoch, fed epoch by epoch as a stream runner
+/// would: returns per output the accumulated rows, sorted, with their
+/// multiplicities (whatever the epochs, they must equal a one-epoch run
+/// over the accumulated inputs).
+pub fn run_timed(
+    plan: &Plan,
+    inputs: Vec<Vec<(Row, Time, isize)>>,
+    updates: Updates,
+    workers: usize,
+) -> Result<Vec<OutputRows>, RunError> {
+    let shared = Arc::new((plan.clone(), inputs));
+    let results: Arc<Mutex<Vec<OutputRows>>> =
         Arc::new(Mutex::new(vec![Vec::new(); plan.outputs.len()]));
+    let failure: Arc<Mutex<Option<RunError>>> = Arc::default();
     let sink_results = results.clone();
-    timely::execute(timely::Config::process(workers), move |worker| {
+    let worker_failure = failure.clone();
+    let guards = timely::execute(timely::Config::process(workers.max(1)), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
         let (plan, inputs) = &*shared;
-        let mut sessions = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, outputs) = plan.instantiate(scope, updates);
+        let built = worker.dataflow::<Time, _, _>(|scope| {
+            let (sessions, outputs) = plan.instantiate(scope, updates)?;
             for (i, output) in outputs.into_iter().enumerate() {
                 let results = sink_results.clone();
                 output
                     .inner
                     .sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
                         input.for_each(|_cap, data| {
-                            results.lock().unwrap()[i]
-                                .extend(data.drain(..).map(|(row, _t, diff)| (row, diff)))
+                            let mut results = results.lock().unwrap_or_else(|e| e.into_inner());
+                            results[i].extend(data.drain(..).map(|(row, _t, diff)| (row, diff)))
                         });
                     });
             }
-            sessions
+            Ok::<_, RunError>(sessions)
         });
-        for (session, rows) in sessions.iter_mut().zip(inputs) {
-            for (row, n) in rows.iter().skip(index).step_by(peers) {
+        let mut sessions = match built {
+            Ok(sessions) => sessions,
+            Err(e) => {
+                // Every worker builds the same dataflow, so every one fails alike.
+                *worker_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                return;
+            }
+        };
+        for (session, updates) in sessions.iter_mut().zip(inputs) {
+            for (row, t, n) in updates.iter().skip(index).step_by(peers) {
+                if *t > *session.time() {
+                    session.advance_to(*t);
+                }
                 session.update(row.clone(), *n);
             }
         }
         sessions.clear();
         while worker.step_or_park(None) {}
     })
-    .expect("cannot start timely workers")
-    .join()
-    .into_iter()
-    .for_each(|r| r.expect("worker panicked"));
-    let mut outputs = std::mem::take(&mut *results.lock().unwrap());
+    .map_err(RunError::Timely)?;
+    for result in guards.join() {
+        result.map_err(RunError::WorkerPanic)?;
+    }
+    if let Some(e) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        return Err(e);
+    }
+    let mut outputs = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
     for rows in &mut outputs {
         consolidate(rows);
     }
-    outputs
+    Ok(outputs)
 }

@@ -107,6 +107,16 @@ pub enum RunError {
     /// Timely could not start its workers.
     #[error("cannot start workers: {0}")]
     Timely(String),
+    /// The job's dataflow could not be built: a bug in the job.
+    #[error("cannot build the job's dataflow: {0}")]
+    Build(#[from] crate::job::BuildError),
+    /// A row given to the in-memory runner does not fit its column type.
+    #[error("input {input}: row {row}: {problem}")]
+    BadMemoryRow {
+        input: String,
+        row: usize,
+        problem: String,
+    },
     /// A worker panicked: a bug in a job or in kappa.
     #[error("a worker failed: {0}")]
     WorkerPanic(String),

@@ -261,13 +261,13 @@ impl Shared {
         let shared = self.clone();
         let (mut sessions, mut watermarks) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, watermarks, outputs) =
-                plan.instantiate_with_watermarks(scope, Updates::Any);
+                plan.instantiate_with_watermarks(scope, Updates::Any)?;
             let tagged = outputs
                 .into_iter()
                 .enumerate()
                 .map(|(i, out)| out.map(move |row| (i, row)))
                 .reduce(|a, b| a.concat(b))
-                .expect("a job has at least one output")
+                .expect("a plan has an output (plan_job checks)")
                 .probe_with(&probe);
             tagged.inner.sink(
                 Exchange::new(|_: &((usize, Row), Time, isize)| 0),
@@ -308,8 +308,8 @@ impl Shared {
                     }
                 },
             );
-            (sessions, watermarks)
-        });
+            Ok::<_, RunError>((sessions, watermarks))
+        })?;
         // Dropped before the sessions on every early return or panic.
         let failing = FailGuard {
             failed: &self.failed,

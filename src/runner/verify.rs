@@ -80,7 +80,7 @@ pub fn recompute(
         consolidate(&mut rows);
         collections.push(rows);
     }
-    Ok((run_projected(plan, collections, workers), bad))
+    Ok((run_projected(plan, collections, workers)?, bad))
 }
 
 /// Compares a table's rows with the expected rows (both sorted and consolidated).

@@ -58,13 +58,9 @@ pub fn check_target(dir: &Path, overwrite: bool) -> Result<(), SinkError> {
 }
 
 /// Writes every output to `dir/NAME.csv` and then `dir/_SUCCESS`, atomically
-/// as described in the module docs. `outputs` holds, per schema, rows sorted
-/// with their (positive) multiplicities.
-pub fn commit(
-    dir: &Path,
-    schemas: &[OutputSchema],
-    outputs: &[Vec<(Row, isize)>],
-) -> Result<(), SinkError> {
+/// as described in the module docs. `outputs` holds per output its schema
+/// and its rows sorted, with their (positive) multiplicities.
+pub fn commit(dir: &Path, outputs: &[(OutputSchema, Vec<(Row, isize)>)]) -> Result<(), SinkError> {
     let created = !dir.exists();
     fs::create_dir_all(dir).map_err(io(dir))?;
     let success = dir.join("_SUCCESS");
@@ -74,7 +70,7 @@ pub fn commit(
     }
     let mut written = Vec::new();
     let result = (|| {
-        for (schema, rows) in schemas.iter().zip(outputs) {
+        for (schema, rows) in outputs {
             let tmp = dir.join(format!(".{}.csv.tmp", schema.name));
             written.push(tmp.clone());
             write_csv(&tmp, schema, rows)?;
@@ -92,7 +88,7 @@ pub fn commit(
         }
         return Err(e);
     }
-    for (schema, tmp) in schemas.iter().zip(&written) {
+    for ((schema, _), tmp) in outputs.iter().zip(&written) {
         let target = dir.join(format!("{}.csv", schema.name));
         fs::rename(tmp, &target).map_err(io(&target))?;
     }
@@ -171,7 +167,7 @@ mod tests {
             (vec![Value::str("a,b"), Value::Int(1)], 2),
             (vec![Value::Null, Value::float(2.0)], 1),
         ];
-        commit(&out, &[schema("counts")], &[rows]).unwrap();
+        commit(&out, &[(schema("counts"), rows)]).unwrap();
         let text = fs::read_to_string(out.join("counts.csv")).unwrap();
         assert_eq!(text, "k,n\n\"a,b\",1\n\"a,b\",1\n,2.0\n");
         assert!(out.join("_SUCCESS").exists());

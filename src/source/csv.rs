@@ -112,5 +112,5 @@ fn typed_row(
         let text = std::str::from_utf8(field).map_err(|_| (col, "invalid UTF-8".to_string()))?;
         row.push(ty.parse(text).map_err(|e| (col, e))?);
     }
-    Ok(())
+    r.projection.check(row)
 }

@@ -34,6 +34,7 @@ fn read_file(
         Err(e) => return Err(e.to_string()),
     };
     let projection = Projection {
+        input: input.schema.name.clone(),
         columns: (0..input.schema.columns.len())
             .map(|i| {
                 (
@@ -47,6 +48,7 @@ fn read_file(
             })
             .collect(),
         late: None,
+        rules: Vec::new(),
     };
     let options = ReadOptions {
         on_bad_row: policy,

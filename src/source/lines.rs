@@ -137,5 +137,8 @@ fn json_row(r: &ChunkReader<'_>, line: &[u8]) -> Result<Row, (Option<usize>, Str
         };
         row.push(value);
     }
+    r.projection
+        .check(&row)
+        .map_err(|(col, e)| (Some(col), e))?;
     Ok(row)
 }

@@ -22,8 +22,10 @@ pub fn sample_keys(
     options: &ReadOptions,
 ) -> Result<KeySample, SourceError> {
     let projection = Projection {
+        input: input.schema.name.clone(),
         columns: columns.iter().map(|&c| (c, ColumnType::Any)).collect(),
         late: None,
+        rules: Vec::new(),
     };
     let options = ReadOptions {
         null: options.null.clone(),

@@ -257,6 +257,9 @@ impl PartitionSource {
             let null = options.null.as_deref();
             row.push(typed(json, self.input.format, ty, null).map_err(|e| (Some(col), e))?);
         }
+        self.projection
+            .check(&row)
+            .map_err(|(col, e)| (Some(col), e))?;
         Ok(row)
     }
 
@@ -276,6 +279,9 @@ impl PartitionSource {
             };
             row.push(value);
         }
+        self.projection
+            .check(&row)
+            .map_err(|(col, e)| (Some(col), e))?;
         Ok(row)
     }
 }
@@ -335,8 +341,10 @@ mod tests {
         options: &ReadOptions,
     ) -> (Vec<(Row, isize)>, BadRows) {
         let projection = Projection {
+            input: "input".into(),
             columns: vec![(0, types[0]), (1, types[1])],
             late: None,
+            rules: Vec::new(),
         };
         let mut part = PartitionSource::open(log, input, 0, projection, Start::Earliest).unwrap();
         let (mut out, mut bad) = (Vec::new(), BadRows::default());
@@ -391,8 +399,10 @@ mod tests {
             "topic t, partition 0, offset 0, column 2 (v)"
         );
         let projection = Projection {
+            input: "input".into(),
             columns: vec![(0, ColumnType::Int), (1, ColumnType::Int)],
             late: None,
+            rules: Vec::new(),
         };
         let mut part = PartitionSource::open(&log, &input, 0, projection, Start::Earliest).unwrap();
         let err = part

@@ -1,0 +1,292 @@
+//! A job over files: resolve its inputs, plan it with what the files tell
+//! (sizes, a sample of keys), run it on timely workers, and commit its
+//! outputs to a directory. `kappa run` is this and a summary.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), kappa::engine::EngineError> {
+//! let job = kappa::Registry::builtin().find("count-by")?;
+//! let output = kappa::Batch::new(job)
+//!     .input("input", "events.csv")
+//!     .param("key", "user")
+//!     .run()?;
+//! output.commit("out".as_ref(), false)?;
+//! # Ok(()) }
+//! ```
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::EngineError;
+use crate::job::{DataContext, Job, KeySample, Params, Plan, plan_job};
+use crate::runner::WorkerConfig;
+use crate::runner::batch::BatchRun;
+use crate::schema::OutputSchema;
+use crate::sink::files;
+use crate::source::{BadRows, Format, InputFiles, ReadOptions};
+use crate::value::Row;
+
+/// A job over files, to be planned and run.
+pub struct Batch {
+    job: Arc<dyn Job>,
+    inputs: Vec<(String, PathBuf)>,
+    params: Vec<(String, String)>,
+    format: Option<Format>,
+    options: ReadOptions,
+    workers: WorkerConfig,
+    progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+    stats: Option<Arc<crate::stats::Recorder>>,
+}
+
+/// A planned batch run, before it runs.
+pub struct Planned {
+    /// The plan.
+    pub plan: Plan,
+    /// The inputs, resolved, in spec order.
+    pub inputs: Vec<InputFiles>,
+    /// The choices the planner made (strategies, hot keys).
+    pub decisions: Vec<String>,
+}
+
+/// What a batch run produced.
+#[derive(Debug)]
+pub struct BatchOutput {
+    /// Per output: its schema, and its rows sorted, with their (positive)
+    /// multiplicities.
+    pub outputs: Vec<(OutputSchema, Vec<(Row, isize)>)>,
+    /// Per input (spec order): its name and the rows read.
+    pub rows_in: Vec<(String, u64)>,
+    /// Per input: the bad rows skipped (under [`crate::source::BadRowPolicy::Skip`]).
+    pub bad_rows: Vec<BadRows>,
+    /// Per input: the late events dropped (under the `drop` policy).
+    pub late_dropped: Vec<u64>,
+    /// The choices the planner made.
+    pub decisions: Vec<String>,
+    /// How long the run took.
+    pub elapsed: Duration,
+}
+
+impl Batch {
+    /// `job` over files, with default settings: inputs and parameters to be
+    /// given, formats from the file names, bad rows fail the run, a worker
+    /// per core.
+    pub fn new(job: Arc<dyn Job>) -> Batch {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Batch {
+            job,
+            inputs: Vec::new(),
+            params: Vec::new(),
+            format: None,
+            options: ReadOptions::default(),
+            workers: WorkerConfig::threads(threads),
+            progress: None,
+            stats: None,
+        }
+    }
+
+    /// Input `name` read from `path` (a file, or a directory of part files).
+    pub fn input(mut self, name: &str, path: impl Into<PathBuf>) -> Batch {
+        self.inputs.push((name.to_string(), path.into()));
+        self
+    }
+
+    /// Parameter `name` set to `value`.
+    pub fn param(mut self, name: &str, value: &str) -> Batch {
+        self.params.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Parameters, as `(name, value)` pairs.
+    pub fn params(mut self, params: &[(String, String)]) -> Batch {
+        self.params.extend_from_slice(params);
+        self
+    }
+
+    /// Every input read in this format, whatever its extension.
+    pub fn format(mut self, format: Option<Format>) -> Batch {
+        self.format = format;
+        self
+    }
+
+    /// How fields are read: the null marker and the bad-row policy.
+    pub fn read_options(mut self, options: ReadOptions) -> Batch {
+        self.options = options;
+        self
+    }
+
+    /// The workers to run on.
+    pub fn workers(mut self, workers: WorkerConfig) -> Batch {
+        self.workers = workers;
+        self
+    }
+
+    /// Called with the bytes read, from any worker (a progress bar).
+    pub fn on_progress(mut self, progress: Arc<dyn Fn(u64) + Send + Sync>) -> Batch {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// Counts records per worker at each exchange into `stats`.
+    pub fn stats(mut self, stats: Arc<crate::stats::Recorder>) -> Batch {
+        self.stats = Some(stats);
+        self
+    }
+
+    /// Resolves the inputs and plans the job.
+    pub fn plan(&self) -> Result<Planned, EngineError> {
+        let spec = self.job.spec();
+        let params = Params::resolve(&spec, &self.params).map_err(EngineError::plan(spec.name))?;
+        let inputs = self.resolve_inputs()?;
+        let schemas = inputs.iter().map(|i| i.schema.clone()).collect();
+        let data = FilesContext {
+            inputs: &inputs,
+            options: &self.options,
+            decisions: RefCell::default(),
+        };
+        let plan =
+            plan_job(&*self.job, &params, schemas, &data).map_err(EngineError::plan(spec.name))?;
+        let decisions = data.decisions.into_inner();
+        Ok(Planned {
+            plan,
+            inputs,
+            decisions,
+        })
+    }
+
+    /// Plans and runs the job to completion; the outputs are in memory,
+    /// ready to [`BatchOutput::commit`].
+    pub fn run(self) -> Result<BatchOutput, EngineError> {
+        let planned = self.plan()?;
+        self.run_planned(planned)
+    }
+
+    /// Runs a plan made by [`Batch::plan`].
+    pub fn run_planned(self, planned: Planned) -> Result<BatchOutput, EngineError> {
+        let Planned {
+            plan,
+            inputs,
+            decisions,
+        } = planned;
+        let names = inputs.iter().map(|i| i.schema.name.clone());
+        let run = BatchRun {
+            plan: plan.clone(),
+            inputs: inputs.clone(),
+            options: self.options,
+            workers: self.workers,
+            progress: self.progress,
+            stats: self.stats,
+        };
+        let result = run.run()?;
+        Ok(BatchOutput {
+            outputs: plan.outputs.into_iter().zip(result.outputs).collect(),
+            rows_in: names.zip(result.rows_in).collect(),
+            bad_rows: result.bad_rows,
+            late_dropped: result.late_dropped,
+            decisions,
+            elapsed: result.elapsed,
+        })
+    }
+
+    /// The given inputs matched to the job's, in spec order, headers read.
+    fn resolve_inputs(&self) -> Result<Vec<InputFiles>, EngineError> {
+        let spec = self.job.spec();
+        check_input_names(&spec, self.inputs.iter().map(|(n, _)| n.as_str()))?;
+        spec.inputs
+            .iter()
+            .map(|input| {
+                let given: Vec<_> = self
+                    .inputs
+                    .iter()
+                    .filter(|(n, _)| n == input.name)
+                    .collect();
+                match given.as_slice() {
+                    [] => Err(EngineError::MissingInput {
+                        name: input.name.to_string(),
+                        what: "PATH",
+                        about: input.about.to_string(),
+                    }),
+                    [(_, path)] => Ok(InputFiles::resolve(
+                        input.name,
+                        path,
+                        self.format,
+                        input.format,
+                    )?),
+                    _ => Err(EngineError::DuplicateInput(input.name.to_string())),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Refuses input names the job does not declare.
+pub(super) fn check_input_names<'a>(
+    spec: &crate::job::JobSpec,
+    given: impl IntoIterator<Item = &'a str>,
+) -> Result<(), EngineError> {
+    for name in given {
+        if !spec.inputs.iter().any(|i| i.name == name) {
+            let known: Vec<_> = spec.inputs.iter().map(|i| i.name).collect();
+            return Err(EngineError::UnknownInput {
+                job: spec.name.to_string(),
+                name: name.to_string(),
+                known: known.join(", "),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl BatchOutput {
+    /// Writes every output to `dir/NAME.csv`, then `dir/_SUCCESS`,
+    /// atomically (see [`crate::sink::files`]); an existing output
+    /// directory is replaced only if `overwrite`.
+    pub fn commit(&self, dir: &Path, overwrite: bool) -> Result<(), EngineError> {
+        files::check_target(dir, overwrite)?;
+        files::commit(dir, &self.outputs)?;
+        Ok(())
+    }
+
+    /// The rows of output `name`, sorted, with their multiplicities.
+    pub fn output(&self, name: &str) -> Option<&[(Row, isize)]> {
+        self.outputs
+            .iter()
+            .find(|(schema, _)| schema.name == name)
+            .map(|(_, rows)| rows.as_slice())
+    }
+}
+
+/// What the planner may know of file inputs: their sizes and a sample of
+/// their keys; records the planner's choices.
+struct FilesContext<'a> {
+    inputs: &'a [InputFiles],
+    options: &'a ReadOptions,
+    decisions: RefCell<Vec<String>>,
+}
+
+impl DataContext for FilesContext<'_> {
+    fn input_bytes(&self, input: usize) -> Option<u64> {
+        self.inputs.get(input).map(InputFiles::bytes)
+    }
+
+    fn sample_keys(&self, input: usize, columns: &[usize], rate: f64) -> Option<KeySample> {
+        let files = self.inputs.get(input)?;
+        let started = std::time::Instant::now();
+        match crate::source::sample::sample_keys(files, input, columns, rate, self.options) {
+            Ok(sample) => {
+                tracing::info!(input, rows = sample.rows, elapsed = ?started.elapsed(), "sampled keys");
+                Some(sample)
+            }
+            Err(e) => {
+                // The run reads the input again and reports the error properly.
+                tracing::warn!("cannot sample input {}: {e}", files.schema.name);
+                None
+            }
+        }
+    }
+
+    fn decide(&self, note: String) {
+        tracing::info!("{note}");
+        self.decisions.borrow_mut().push(note);
+    }
+}

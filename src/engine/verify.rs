@@ -1,0 +1,64 @@
+//! `verify`: recompute a table version with the batch path over exactly
+//! the log offsets it has applied, with the job that built it, and compare
+//! each output with its table (see [`crate::runner::verify`]).
+
+use super::{EngineError, OnLog};
+use crate::log::Log;
+use crate::registry::Registry;
+use crate::runner::verify::{OutputCheck, compare, recompute};
+use crate::source::{BadRows, ReadOptions};
+use crate::table::{Deployment, TableStore, TableVersion};
+
+/// How a table version compares with its recomputation.
+#[derive(Debug)]
+pub struct Verification {
+    /// The deployment verified.
+    pub deployment: Deployment,
+    /// Records of the log it has applied (and the recomputation read).
+    pub applied: u64,
+    /// Per output, how its table compares.
+    pub outputs: Vec<OutputCheck>,
+    /// Bad records the recomputation skipped (under the skip policy).
+    pub bad_rows: BadRows,
+}
+
+impl Verification {
+    /// Whether every output's table is identical to its recomputation.
+    pub fn identical(&self) -> bool {
+        self.outputs.iter().all(OutputCheck::identical)
+    }
+}
+
+/// Verifies version `version` (default: the live one) of output `output`.
+pub fn verify(
+    registry: &Registry,
+    store: &TableStore,
+    log: &Log,
+    output: &str,
+    version: Option<TableVersion>,
+    options: &ReadOptions,
+    workers: usize,
+) -> Result<Verification, EngineError> {
+    let d = store.find_by_output(output, version.map(|v| v.0))?;
+    let on_log = OnLog::for_deployment(registry, &d, log)?;
+    let offsets = store.offsets(d.id)?;
+    let (expected, bad_rows) = recompute(
+        log,
+        &on_log.plan,
+        &on_log.inputs,
+        &offsets,
+        options,
+        workers,
+    )?;
+    let mut outputs = Vec::new();
+    for (i, (out, expected)) in d.outputs.iter().zip(&expected).enumerate() {
+        let table = store.read_rows(&d.table(i))?;
+        outputs.push(compare(&out.name, &table, expected));
+    }
+    Ok(Verification {
+        applied: offsets.values().sum(),
+        deployment: d,
+        outputs,
+        bad_rows,
+    })
+}
