@@ -1,7 +1,7 @@
 //! Column types and the schemas of a job's inputs and outputs.
 //!
 //! A job never sees raw text: the source layer turns each field into a
-//! [`Value`](crate::value::Value) according to the [`ColumnType`] the job's
+//! [`Value`] according to the [`ColumnType`] the job's
 //! plan asked for, and reports a field that does not fit as a bad row naming
 //! its file, line and column. Rows reach the job *projected*: only the columns
 //! its plan reads, in the order it asked for them.

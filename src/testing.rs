@@ -64,7 +64,7 @@ impl JobTest {
             job,
             params: Vec::new(),
             inputs: Vec::new(),
-            seed: 0x6b61_7070_61,
+            seed: 0x006b_6170_7061,
             epochs: 5,
         }
     }

@@ -102,7 +102,7 @@ impl Params {
         }
     }
 
-    /// The late-event rule the parameters of [`LATE_PARAMS`] ask for, for an
+    /// The late-event rule the parameters of [`LATE_PARAMS`](super::LATE_PARAMS) ask for, for an
     /// event-time column at `column` (projected) in `unit`: `None` under the
     /// default policy `correct`.
     pub fn late_rule(&self, column: usize, unit: TimeUnit) -> Result<Option<LateRule>, PlanError> {

@@ -1,5 +1,5 @@
 //! The broadcast hash join, for inputs that only insert
-//! ([`Updates::InsertOnly`]: a batch run).
+//! ([`Updates::InsertOnly`](crate::job::Updates::InsertOnly): a batch run).
 //!
 //! A broadcast join in differential dataflow arranges the big left side
 //! where it is — it must, because either side may change later. When no row
@@ -32,6 +32,10 @@ use crate::ops::join::{JoinColumns, JoinKind};
 use crate::stats::{Dest, count_exchange};
 use crate::value::{Key, Row, Value};
 
+/// Left rows held at a time until the right side is complete, with the
+/// capability to send their matches at that time.
+type Waiting = (Capability<Time>, Vec<(Row, isize)>);
+
 type Update = (Row, Time, isize);
 
 /// The right side's rows by key: `(rest of the row, multiplicity)`.
@@ -63,8 +67,7 @@ pub fn hash_join<'s>(
             "HashJoin",
             move |_capability, _info| {
                 let mut table = Table::default();
-                let mut waiting: BTreeMap<Time, (Capability<Time>, Vec<(Row, isize)>)> =
-                    BTreeMap::new();
+                let mut waiting: BTreeMap<Time, Waiting> = BTreeMap::new();
                 let probe = Probe {
                     key: left_key,
                     kind,

@@ -10,9 +10,9 @@
 //! limit starts at `max_records` and doubles while epochs fill up (far
 //! behind the log end, up to 16x), so a backlog is applied in few large
 //! commits. An epoch's records are held until it is read whole and its
-//! offsets recorded, then combined ([`super::combine`]) and inserted. All
+//! offsets recorded, then combined (`runner/combine.rs`) and inserted. All
 //! output changes go to worker 0, whose committer writes each completed
-//! epoch with its offsets in one transaction ([`super::commit`]).
+//! epoch with its offsets in one transaction (`runner/commit.rs`).
 //!
 //! Partitions are dealt to workers round-robin. Stopping (a signal, an error,
 //! or `until_caught_up`) closes a worker's inputs at an epoch boundary; what

@@ -3,7 +3,7 @@
 //!
 //! Record values are JSON arrays (see [`crate::log::rows`]): in a CSV topic
 //! each element is a field's raw text and is typed with the same
-//! [`ColumnType::parse`] as a CSV file; in a JSON lines topic elements are
+//! [`ColumnType::parse`](crate::schema::ColumnType::parse) as a CSV file; in a JSON lines topic elements are
 //! already typed and only coerced. So a job reading a topic sees the same
 //! collection it would see reading the files that were produced into it.
 //!

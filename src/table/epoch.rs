@@ -235,8 +235,8 @@ pub(super) fn apply(
 /// index pairs, where a key has exactly one of each, with opposite diffs.
 fn updates(key: &[usize], rows: &[(Row, isize)]) -> Vec<(usize, usize)> {
     // Per key: the retraction and insertion seen, and whether there were more.
-    let mut by_key: HashMap<Vec<&crate::value::Value>, (Option<usize>, Option<usize>, bool)> =
-        HashMap::new();
+    type Seen = (Option<usize>, Option<usize>, bool);
+    let mut by_key: HashMap<Vec<&crate::value::Value>, Seen> = HashMap::new();
     for (i, (row, diff)) in rows.iter().enumerate() {
         let Some(k) = key.iter().map(|&c| row.get(c)).collect::<Option<Vec<_>>>() else {
             continue; // the wrong arity: the general path reports it

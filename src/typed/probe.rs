@@ -42,9 +42,13 @@ pub(super) fn fields<T: DeserializeOwned>() -> Result<Vec<Field>, TypedError> {
         .collect())
 }
 
+/// What a field's type asked for: its column type, whether it is an
+/// `Option`, and an integer type's range.
+type Found = (ColumnType, bool, Option<(i64, i64)>);
+
 struct Probe {
     names: Option<&'static [&'static str]>,
-    found: Vec<(ColumnType, bool, Option<(i64, i64)>)>,
+    found: Vec<Found>,
 }
 
 impl<'de> Deserializer<'de> for &mut Probe {

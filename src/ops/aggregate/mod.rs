@@ -6,10 +6,10 @@
 //! in an `i128`; a result beyond `i64` is written as a float); as soon as a
 //! float is involved the sum is a float.
 //!
-//! How a group is computed ([`group`]): `count`, `sum` and `avg` travel in
+//! How a group is computed (`group.rs`): `count`, `sum` and `avg` travel in
 //! the difference type ([`tally::Tally`]), so differential's consolidation
 //! adds them up and nothing is sorted by value; each worker first adds up
-//! its own rows per key and epoch ([`prepare`]), so a key costs one update
+//! its own rows per key and epoch (`prepare.rs`), so a key costs one update
 //! per worker and epoch however many rows it has. Only `min`, `max` and
 //! `count_distinct` need the values themselves: the group's entries are its
 //! distinct *slot rows* (one slot per such aggregate), each with the tally of
@@ -24,7 +24,7 @@
 //! split (plain float addition is not associative; summing in arrival order
 //! would break batch == stream).
 //!
-//! Hot keys ([`Physical::Skew`]): a hot key's entries are spread over
+//! Hot keys ([`Physical::Skew`](crate::ops::skew::Physical::Skew)): a hot key's entries are spread over
 //! `(key, salt)` partitions on many workers, each computes a [`Partial`]
 //! state, and one worker per key merges the few partials into the final
 //! values. `count_distinct` stays exact because the salt is then a hash of
