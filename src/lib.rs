@@ -60,6 +60,12 @@ pub mod value;
 pub use differential_dataflow;
 pub use timely;
 
+/// A string field of a typed record ([`typed`]) that is held inline when
+/// short, as the strings in [`value::Row`]s are: records are cloned,
+/// exchanged and compared many times, and a `String` costs a heap
+/// allocation per copy and a pointer chase per comparison.
+pub use compact_str::CompactString as Text;
+
 pub use app::App;
 pub use engine::{Batch, OnLog, StreamSettings};
 pub use registry::Registry;

@@ -8,6 +8,7 @@
 //! blocked`; key `card`. A payment without an amount is ignored; a null
 //! merchant is never blocked; a row without a card is a bad row.
 
+use kappa::Text;
 use kappa::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -16,21 +17,21 @@ pub mod rows;
 /// A payment, as the `payments` input's rows are read.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Payment {
-    pub card: String,
-    pub merchant: Option<String>,
+    pub card: Text,
+    pub merchant: Option<Text>,
     pub amount: Option<i64>,
 }
 
 /// A merchant on the block list.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Blocked {
-    pub merchant: String,
+    pub merchant: Text,
 }
 
 /// A row of the output.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Risk {
-    pub card: String,
+    pub card: Text,
     pub payments: i64,
     pub total: i64,
     pub blocked: i64,
