@@ -40,7 +40,7 @@ pub struct Batch {
 }
 
 /// A planned batch run, before it runs.
-pub struct Planned {
+pub struct BatchPlan {
     /// The plan.
     pub plan: Plan,
     /// The inputs, resolved, in spec order.
@@ -134,7 +134,7 @@ impl Batch {
     }
 
     /// Resolves the inputs and plans the job.
-    pub fn plan(&self) -> Result<Planned, EngineError> {
+    pub fn plan(&self) -> Result<BatchPlan, EngineError> {
         let spec = self.job.spec();
         let params = Params::resolve(&spec, &self.params).map_err(EngineError::plan(spec.name))?;
         let inputs = self.resolve_inputs()?;
@@ -147,7 +147,7 @@ impl Batch {
         let plan =
             plan_job(&*self.job, &params, schemas, &data).map_err(EngineError::plan(spec.name))?;
         let decisions = data.decisions.into_inner();
-        Ok(Planned {
+        Ok(BatchPlan {
             plan,
             inputs,
             decisions,
@@ -162,8 +162,8 @@ impl Batch {
     }
 
     /// Runs a plan made by [`Batch::plan`].
-    pub fn run_planned(self, planned: Planned) -> Result<BatchOutput, EngineError> {
-        let Planned {
+    pub fn run_planned(self, planned: BatchPlan) -> Result<BatchOutput, EngineError> {
+        let BatchPlan {
             plan,
             inputs,
             decisions,
