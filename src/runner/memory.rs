@@ -25,6 +25,13 @@ pub fn run_in_memory(
     inputs: Vec<Vec<Row>>,
     workers: usize,
 ) -> Result<Vec<OutputRows>, RunError> {
+    run_projected(plan, project(plan, inputs)?, workers)
+}
+
+/// Full input rows (spec order) projected and typed as the plan reads them,
+/// each once: a row that does not fit its projection (types, rules) is an
+/// error naming the input and the row's index.
+pub fn project(plan: &Plan, inputs: Vec<Vec<Row>>) -> Result<Vec<OutputRows>, RunError> {
     let mut projected = Vec::with_capacity(inputs.len());
     for (rows, projection) in inputs.into_iter().zip(&plan.inputs) {
         let mut typed = Vec::with_capacity(rows.len());
@@ -46,7 +53,7 @@ pub fn run_in_memory(
         }
         projected.push(typed);
     }
-    run_projected(plan, projected, workers)
+    Ok(projected)
 }
 
 /// As [`run_in_memory`], over inputs already projected and typed as the plan
