@@ -66,7 +66,13 @@ impl Job for Followers {
         let posts = inputs.project("posts")?;
         let followee = inputs.get("follows")?.index("followee")?;
         let skew = SkewParams::parse(params, 1, true)?;
-        let join = skew.plan_join(data, "followers timeline join", 0, &[followee], 1);
+        let join = skew.plan_join(
+            data,
+            "followers timeline join",
+            "follows",
+            &[followee],
+            "posts",
+        );
         let group = match (&join, skew.strategy) {
             (Physical::Skew(hot), _) => {
                 data.decide("followers counts: strategy skew (the join's hot keys)".into());
@@ -81,7 +87,7 @@ impl Job for Followers {
                     strategy: StrategyParam::Auto,
                     ..skew.clone()
                 };
-                auto.plan_group(data, "followers counts", 0, &[followee])
+                auto.plan_group(data, "followers counts", "follows", &[followee])
             }
         };
         let counted = InputSchema {

@@ -94,7 +94,7 @@ pub(super) fn plan_group_by(
                 Physical::Shuffle
             } else {
                 let key_columns: Vec<usize> = columns.iter().map(|(c, _)| *c).collect();
-                skew.plan_group(data, "group-by", 0, &key_columns)
+                skew.plan_group(data, "group-by", "input", &key_columns)
             }
         }
     };
@@ -221,7 +221,7 @@ mod tests {
         };
         assert!(matches!(
             plan(&[("key", "x"), ("agg", "count")]),
-            Some(PlanError::UnknownColumn { .. })
+            Some(PlanError::UnknownColumn(_))
         ));
         assert!(matches!(
             plan(&[("key", ""), ("agg", "count")]),

@@ -81,7 +81,7 @@ impl Job for Join {
             right_key.push(right.index(r.trim())?);
         }
         let skew = SkewParams::parse(params, left_key.len(), true)?;
-        let physical = skew.plan_join(data, "join", 0, &left_key, 1);
+        let physical = skew.plan_join(data, "join", "left", &left_key, "right");
         let keeps_right = matches!(kind, JoinKind::Inner | JoinKind::Left);
         let right_rest: Vec<usize> = if keeps_right {
             (0..right.columns.len())

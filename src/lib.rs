@@ -16,6 +16,8 @@
 //! - [`ops`]: reusable differential operators the jobs are built from
 //!   (aggregates, relational joins and their skew strategies, event-time
 //!   windows, interval and temporal joins).
+//! - [`format`]: the rules of the text formats (CSV, JSON lines) that every
+//!   reader of them shares.
 //! - [`source`]: readers turning CSV / JSON lines / text files and log topics
 //!   into typed rows, split across workers, with located errors for bad rows
 //!   and the late-event filter.
@@ -34,9 +36,12 @@
 //!   tables, a table version against its recomputation), for programs.
 //! - [`cli`]: the `kappa` command line.
 
+#![warn(missing_docs)]
+
 pub mod app;
 pub mod cli;
 pub mod engine;
+pub mod format;
 pub mod fslock;
 pub mod job;
 #[path = "../jobs/mod.rs"]

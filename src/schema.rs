@@ -10,7 +10,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::source::late::LateRule;
 use crate::time::TimeUnit;
 use crate::value::Value;
 
@@ -126,11 +125,11 @@ pub struct InputSchema {
 
 impl InputSchema {
     /// The position of a column, or a plan error listing the columns there are.
-    pub fn index(&self, column: &str) -> Result<usize, crate::job::PlanError> {
+    pub fn index(&self, column: &str) -> Result<usize, UnknownColumn> {
         self.columns
             .iter()
             .position(|c| c == column)
-            .ok_or_else(|| crate::job::PlanError::UnknownColumn {
+            .ok_or_else(|| UnknownColumn {
                 input: self.name.clone(),
                 column: column.to_string(),
                 available: self.columns.join(","),
@@ -151,7 +150,7 @@ pub struct Projection {
     /// Per projected column, what its values must be besides their type
     /// (a typed input's fields: present, in range); empty: no rules. A row
     /// that breaks one is a bad row, located by the source.
-    pub rules: Vec<crate::typed::ValueRule>,
+    pub rules: Vec<ValueRule>,
 }
 
 impl Projection {
@@ -171,7 +170,7 @@ impl Projection {
     pub fn named(
         schema: &InputSchema,
         columns: &[(&str, ColumnType)],
-    ) -> Result<Self, crate::job::PlanError> {
+    ) -> Result<Self, UnknownColumn> {
         let columns = columns
             .iter()
             .map(|(name, ty)| Ok((schema.index(name)?, *ty)))
@@ -199,6 +198,54 @@ impl Projection {
     }
 }
 
+/// The `drop` policy for one input: which projected column holds the event
+/// time, and how far behind the watermark an event may be (applied by
+/// [`crate::source::late`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateRule {
+    /// Position of the event-time column in the projected row.
+    pub column: usize,
+    /// Allowed lateness, in the time column's unit.
+    pub lateness: i64,
+}
+
+/// What a field's value must be besides its column type: present (a field
+/// that is not an `Option`), and within the range of its integer type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueRule {
+    /// Null is not a value of this field.
+    pub required: bool,
+    /// For an integer field, the values its type holds.
+    pub range: Option<(i64, i64)>,
+}
+
+impl ValueRule {
+    /// Why `value` is not one of this field's values, if it is not.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        match (value, self.range) {
+            (Value::Null, _) if self.required => {
+                Err("empty, but the job needs a value here".into())
+            }
+            (Value::Int(i), Some((min, max))) if *i < min || *i > max => {
+                Err(format!("{i} is out of range ({min} to {max})"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A column asked for that the input does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("input {input} has no column {column:?} (its columns: {available})")]
+pub struct UnknownColumn {
+    /// The input.
+    pub input: String,
+    /// The column asked for.
+    pub column: String,
+    /// The input's columns.
+    pub available: String,
+}
+
 /// A job output as planned: its columns and the columns that form its key
 /// (unique in the output; tables use them as the primary key).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,36 +253,6 @@ pub struct OutputSchema {
     pub name: String,
     pub columns: Vec<String>,
     pub key: Vec<usize>,
-}
-
-impl OutputSchema {
-    /// The schema of output `name` written from the struct `T`
-    /// ([`crate::job::Outputs::with_typed`]): its fields are the columns,
-    /// `key` names the key columns.
-    pub fn of<T: crate::typed::Record>(
-        name: &str,
-        key: &[&str],
-    ) -> Result<OutputSchema, crate::job::PlanError> {
-        let bug = |problem: String| crate::job::PlanError::JobBug {
-            job: name.to_string(),
-            problem,
-        };
-        let columns = T::columns().map_err(|e| bug(e.to_string()))?.names();
-        let key = key
-            .iter()
-            .map(|k| {
-                columns
-                    .iter()
-                    .position(|c| c == k)
-                    .ok_or_else(|| bug(format!("output {name} has no key column {k:?}")))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(OutputSchema {
-            name: name.to_string(),
-            columns,
-            key,
-        })
-    }
 }
 
 #[cfg(test)]

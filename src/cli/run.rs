@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::workers::WorkerArgs;
 use crate::engine::{Batch, BatchOutput};
+use crate::job::Job;
 use crate::registry::Registry;
 use crate::sink::files;
 use crate::source::{BadRowPolicy, Format, InputFiles, ReadOptions};
@@ -103,24 +104,10 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         Some(name) => Some(registry.find(name)?),
         None => None,
     };
-    if args.help || job.is_none() {
-        let mut help = super::Cli::command()
-            .find_subcommand_mut("run")
-            .expect("run command")
-            .render_help()
-            .to_string();
-        if let Some(job) = &job {
-            help.push_str("\nJob:\n");
-            help.push_str(&super::jobs::describe(&job.spec()));
-        }
-        print!("{help}");
-        return if args.help {
-            Ok(())
-        } else {
-            Err(anyhow!("no job given (see `kappa jobs`)"))
-        };
-    }
-    let job = job.expect("checked above");
+    let job = match job {
+        Some(job) if !args.help => job,
+        _ => return help(job.as_deref(), args.help),
+    };
     let spec = job.spec();
     let output = args
         .output
@@ -171,6 +158,26 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     // left to the process's exit, which is next.
     std::mem::forget(result);
     Ok(())
+}
+
+/// `kappa run --help` (with the job's parameters when one is named), or
+/// the same text and an error when no job is given.
+fn help(job: Option<&dyn Job>, asked: bool) -> anyhow::Result<()> {
+    let mut help = super::Cli::command()
+        .find_subcommand_mut("run")
+        .expect("run command")
+        .render_help()
+        .to_string();
+    if let Some(job) = job {
+        help.push_str("\nJob:\n");
+        help.push_str(&super::jobs::describe(&job.spec()));
+    }
+    print!("{help}");
+    if asked {
+        Ok(())
+    } else {
+        Err(anyhow!("no job given (see `kappa jobs`)"))
+    }
 }
 
 fn progress_bar(total: u64) -> Option<ProgressBar> {

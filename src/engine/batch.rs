@@ -264,15 +264,22 @@ struct FilesContext<'a> {
     decisions: RefCell<Vec<String>>,
 }
 
+impl FilesContext<'_> {
+    fn files(&self, input: &str) -> Option<&InputFiles> {
+        self.inputs.iter().find(|f| f.schema.name == input)
+    }
+}
+
 impl DataContext for FilesContext<'_> {
-    fn input_bytes(&self, input: usize) -> Option<u64> {
-        self.inputs.get(input).map(InputFiles::bytes)
+    fn input_bytes(&self, input: &str) -> Option<u64> {
+        self.files(input).map(InputFiles::bytes)
     }
 
-    fn sample_keys(&self, input: usize, columns: &[usize], rate: f64) -> Option<KeySample> {
-        let files = self.inputs.get(input)?;
+    fn sample_keys(&self, input: &str, columns: &[usize], rate: f64) -> Option<KeySample> {
+        let index = self.inputs.iter().position(|f| f.schema.name == input)?;
+        let files = &self.inputs[index];
         let started = std::time::Instant::now();
-        match crate::source::sample::sample_keys(files, input, columns, rate, self.options) {
+        match crate::source::sample::sample_keys(files, index, columns, rate, self.options) {
             Ok(sample) => {
                 tracing::info!(input, rows = sample.rows, elapsed = ?started.elapsed(), "sampled keys");
                 Some(sample)

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 use super::{InputSpec, JobSpec, PlanError, Rows, Time};
-use crate::schema::{ColumnType, InputSchema, Projection};
+use crate::schema::{ColumnType, InputSchema, OutputSchema, Projection};
 use crate::typed::Record;
 
 /// A collection of records of type `T` in a dataflow scope.
@@ -61,7 +61,7 @@ impl Schemas {
             .copied()
             .chain(extra.iter().copied())
             .collect();
-        Projection::named(schema, &columns)
+        Ok(Projection::named(schema, &columns)?)
     }
 
     /// A projection of input `name` on the fields of the struct `T`, which
@@ -287,4 +287,33 @@ pub enum BuildError {
     /// Anything else a job cannot build.
     #[error("{0}")]
     Job(String),
+}
+
+// Declared here, beside `Outputs::with_typed`, so that the schema layer
+// knows nothing of jobs or records.
+impl OutputSchema {
+    /// The schema of output `name` written from the struct `T`
+    /// ([`crate::job::Outputs::with_typed`]): its fields are the columns,
+    /// `key` names the key columns.
+    pub fn of<T: Record>(name: &str, key: &[&str]) -> Result<OutputSchema, PlanError> {
+        let bug = |problem: String| PlanError::JobBug {
+            job: name.to_string(),
+            problem,
+        };
+        let columns = T::columns().map_err(|e| bug(e.to_string()))?.names();
+        let key = key
+            .iter()
+            .map(|k| {
+                columns
+                    .iter()
+                    .position(|c| c == k)
+                    .ok_or_else(|| bug(format!("output {name} has no key column {k:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(OutputSchema {
+            name: name.to_string(),
+            columns,
+            key,
+        })
+    }
 }

@@ -172,14 +172,15 @@ impl<J: Job + ?Sized> Job for &'static J {
 /// use it only to choose how to compute (never what): a wrong or missing
 /// answer may cost time, never change an output.
 pub trait DataContext {
-    /// Bytes of input `input` (spec order), when known (files).
-    fn input_bytes(&self, input: usize) -> Option<u64> {
+    /// Bytes of the input named `input`, when known (files).
+    fn input_bytes(&self, input: &str) -> Option<u64> {
         let _ = input;
         None
     }
     /// Counts of the values of `columns` (input column indices) over a
-    /// sample of about `rate` of input `input`'s rows, when it can be read.
-    fn sample_keys(&self, input: usize, columns: &[usize], rate: f64) -> Option<KeySample> {
+    /// sample of about `rate` of the rows of the input named `input`, when
+    /// it can be read.
+    fn sample_keys(&self, input: &str, columns: &[usize], rate: f64) -> Option<KeySample> {
         let _ = (input, columns, rate);
         None
     }
@@ -284,13 +285,6 @@ pub enum PlanError {
         problem: String,
     },
     /// A column named by a parameter or required by the job is not in the input.
-    #[error("input {input} has no column {column:?} (its columns: {available})")]
-    UnknownColumn {
-        /// The input.
-        input: String,
-        /// The column asked for.
-        column: String,
-        /// The input's columns.
-        available: String,
-    },
+    #[error(transparent)]
+    UnknownColumn(#[from] crate::schema::UnknownColumn),
 }

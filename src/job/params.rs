@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{JobSpec, PlanError};
-use crate::source::late::LateRule;
+use crate::schema::LateRule;
 use crate::time::{TimeUnit, parse_duration};
 
 /// Parameter values after validation: every declared parameter has a value.

@@ -40,7 +40,7 @@ use timely::dataflow::operators::vec::Broadcast;
 use crate::job::{Rows, Time, Updates};
 use crate::ops::aggregate::project;
 pub use crate::ops::skew::Physical;
-use crate::ops::skew::{route, salt_of};
+use crate::ops::skew::{HotKeys, route, salt_of};
 use crate::stats::{Dest, count_exchange};
 use crate::value::{Row, Value};
 
@@ -164,133 +164,160 @@ fn join_on<'s, K: JoinKey>(
         right_key,
         right_rest,
     } = columns;
-    let pad = right_rest.len();
-    let right: Keyed<'s, K> = right.flat_map(move |row| {
-        K::from_row(&row, &right_key).map(|key| (key, project(&row, &right_rest)))
-    });
-    let lk = left_key.clone();
-    // Only left/anti joins keep null-keyed left rows; the others never build
-    // that branch (a second consumer would clone every left row).
-    let matchable = |left: Rows<'s>| -> Keyed<'s, K> {
-        left.flat_map(move |row| K::from_row(&row, &lk).map(|k| (k, row)))
+    let sides = JoinInput {
+        left,
+        pad: right_rest.len(),
+        right: right.flat_map(move |row| {
+            K::from_row(&row, &right_key).map(|key| (key, project(&row, &right_rest)))
+        }),
+        left_key,
     };
-    let null_keyed =
-        move |left: Rows<'s>| left.filter(move |row| left_key.iter().any(|&c| row[c].is_null()));
-    let padded = move |mut row: Row| {
-        row.extend(std::iter::repeat_n(Value::Null, pad));
-        row
-    };
-    let by_key = |(k, _): &(K, Row)| Dest::Hash(k.hashed().into());
     match physical {
-        Physical::Shuffle => {
-            let right = count_exchange(right, "join right (shuffle)", by_key);
-            let keyed =
-                |left: Rows<'s>| count_exchange(matchable(left), "join left (shuffle)", by_key);
-            match kind {
-                JoinKind::Inner => keyed(left).join_map(right, |_, l, r| concat(l, r)),
-                JoinKind::Semi => keyed(left)
-                    .semijoin(right.map(|(k, _)| k).distinct())
-                    .map(|(_, row)| row),
-                JoinKind::Anti => unmatched(keyed(left.clone()), right).concat(null_keyed(left)),
-                JoinKind::Left => {
-                    let keyed = keyed(left.clone());
-                    let matched = keyed
-                        .clone()
-                        .join_map(right.clone(), |_, l, r| concat(l, r));
-                    matched.concat(unmatched(keyed, right).concat(null_keyed(left)).map(padded))
-                }
-            }
+        Physical::Shuffle => shuffle_join(sides, kind),
+        Physical::Broadcast => broadcast_join(sides, kind),
+        Physical::Skew(hot) => skew_join(sides, kind, hot),
+    }
+}
+
+/// A join's two sides as every strategy starts from them: the left rows
+/// whole, the right rows keyed (a null key matches nothing, so those rows
+/// are gone) and cut to the columns they add.
+struct JoinInput<'s, K: JoinKey> {
+    left: Rows<'s>,
+    left_key: Vec<usize>,
+    right: Keyed<'s, K>,
+    /// How many columns a right row adds (nulls, for an unmatched left row).
+    pad: usize,
+}
+
+impl<'s, K: JoinKey> JoinInput<'s, K> {
+    /// The left rows whose key has no null, keyed.
+    fn matchable(&self) -> Keyed<'s, K> {
+        let key = self.left_key.clone();
+        self.left
+            .clone()
+            .flat_map(move |row| K::from_row(&row, &key).map(|k| (k, row)))
+    }
+
+    /// The left rows with a null in their key. Only left and anti joins
+    /// keep them, and only they build this branch: a second consumer of the
+    /// left side would clone every left row.
+    fn null_keyed(&self) -> Rows<'s> {
+        let key = self.left_key.clone();
+        self.left
+            .clone()
+            .filter(move |row| key.iter().any(|&c| row[c].is_null()))
+    }
+
+    /// A left row with nulls for the right columns.
+    fn padding(&self) -> impl Fn(Row) -> Row + Clone + 'static {
+        let pad = self.pad;
+        move |mut row: Row| {
+            row.extend(std::iter::repeat_n(Value::Null, pad));
+            row
         }
-        Physical::Broadcast => {
-            let keyed = count_exchange(
-                matchable(left.clone()),
-                "join left (broadcast: local)",
-                |_| Dest::Local,
-            );
-            let left_arr = arrange_local(keyed.clone(), "JoinLeftLocal");
-            let right_all = |right: Keyed<'s, K>| {
-                count_exchange(
-                    right.inner.broadcast().as_collection(),
-                    "join right (broadcast)",
-                    |_| Dest::Local,
-                )
-            };
-            let keys_all = |right: Keyed<'s, K>| {
-                let keys = right.map(|(k, _)| (k, ())).distinct();
-                arrange_local(keys.inner.broadcast().as_collection(), "JoinKeysLocal")
-            };
-            let sides = Sides {
-                left_rows: keyed.map(|(_, row)| row),
-                left_arr,
-                null_keyed: null_keyed(left),
-            };
-            match kind {
-                JoinKind::Inner | JoinKind::Left => {
-                    let right_arr = arrange_local(right_all(right.clone()), "JoinRightLocal");
-                    let keys = (kind == JoinKind::Left).then(|| keys_all(right));
-                    sides.finish(kind, Some(right_arr), keys, padded)
-                }
-                JoinKind::Semi | JoinKind::Anti => {
-                    sides.finish(kind, None, Some(keys_all(right)), padded)
-                }
-            }
+    }
+}
+
+fn by_key<K: JoinKey>((k, _): &(K, Row)) -> Dest {
+    Dest::Hash(k.hashed().into())
+}
+
+/// Both sides exchanged by key and joined where they meet.
+fn shuffle_join<'s, K: JoinKey>(sides: JoinInput<'s, K>, kind: JoinKind) -> Rows<'s> {
+    let right = count_exchange(sides.right.clone(), "join right (shuffle)", by_key::<K>);
+    let keyed = count_exchange(sides.matchable(), "join left (shuffle)", by_key::<K>);
+    match kind {
+        JoinKind::Inner => keyed.join_map(right, |_, l, r| concat(l, r)),
+        JoinKind::Semi => keyed
+            .semijoin(right.map(|(k, _)| k).distinct())
+            .map(|(_, row)| row),
+        JoinKind::Anti => unmatched(keyed, right).concat(sides.null_keyed()),
+        JoinKind::Left => {
+            let matched = keyed
+                .clone()
+                .join_map(right.clone(), |_, l, r| concat(l, r));
+            let unmatched = unmatched(keyed, right).concat(sides.null_keyed());
+            matched.concat(unmatched.map(sides.padding()))
         }
-        Physical::Skew(hot) => {
-            let scope = left.inner.scope();
-            let salts = hot.salts(scope.peers());
-            let hot_set: HashSet<K> = hot.set(K::from_key);
-            let hot_right = hot_set.clone();
-            let salted = matchable(left.clone()).map(move |(k, row)| {
-                let salt = if hot_set.contains(&k) {
-                    salt_of(&row, salts)
-                } else {
-                    0
-                };
-                ((k, salt), row)
-            });
-            let salted = count_exchange(salted, "join left (skew)", |((k, s), _)| {
-                Dest::Hash(route(k, *s))
-            });
-            let left_arr = arrange_routed(salted.clone(), "JoinLeftSalted");
-            // Right records (and keys) of a hot key go to each of its salts.
-            let replicate = move |k: K| -> Vec<(K, u32)> {
-                if hot_right.contains(&k) {
-                    (0..salts).map(|s| (k.clone(), s)).collect()
-                } else {
-                    vec![(k, 0)]
-                }
-            };
-            let rep = replicate.clone();
-            let right_salted = |right: Keyed<'s, K>| {
-                let r =
-                    right.flat_map(move |(k, v)| rep(k).into_iter().map(move |ks| (ks, v.clone())));
-                let r = count_exchange(r, "join right (skew)", |((k, s), _)| {
-                    Dest::Hash(route(k, *s))
-                });
-                arrange_routed(r, "JoinRightSalted")
-            };
-            let keys_salted = |right: Keyed<'s, K>| {
-                let keys = right
-                    .map(|(k, _)| k)
-                    .distinct()
-                    .flat_map(move |k| replicate(k).into_iter().map(|ks| (ks, ())));
-                arrange_routed(keys, "JoinKeysSalted")
-            };
-            let sides = Sides {
-                left_rows: salted.map(|(_, row)| row),
-                left_arr,
-                null_keyed: null_keyed(left),
-            };
-            match kind {
-                JoinKind::Inner | JoinKind::Left => {
-                    let right_arr = right_salted(right.clone());
-                    let keys = (kind == JoinKind::Left).then(|| keys_salted(right));
-                    sides.finish(kind, Some(right_arr), keys, padded)
-                }
-                JoinKind::Semi | JoinKind::Anti => {
-                    sides.finish(kind, None, Some(keys_salted(right)), padded)
-                }
-            }
+    }
+}
+
+/// The left side stays where it is; every worker gets all of the right
+/// side (and its keys) and joins its own left rows against it.
+fn broadcast_join<'s, K: JoinKey>(sides: JoinInput<'s, K>, kind: JoinKind) -> Rows<'s> {
+    let keyed = count_exchange(sides.matchable(), "join left (broadcast: local)", |_| {
+        Dest::Local
+    });
+    let right_all = |right: Keyed<'s, K>| {
+        let all = right.inner.broadcast().as_collection();
+        let all = count_exchange(all, "join right (broadcast)", |_| Dest::Local);
+        arrange_local(all, "JoinRightLocal")
+    };
+    let keys_all = |right: Keyed<'s, K>| {
+        let keys = right.map(|(k, _)| (k, ())).distinct();
+        arrange_local(keys.inner.broadcast().as_collection(), "JoinKeysLocal")
+    };
+    let (right, padding) = (sides.right.clone(), sides.padding());
+    let left = Sides::new(&sides, kind, keyed, arrange_local);
+    match kind {
+        JoinKind::Inner | JoinKind::Left => {
+            let keys = (kind == JoinKind::Left).then(|| keys_all(right.clone()));
+            left.finish(kind, Some(right_all(right)), keys, padding)
+        }
+        JoinKind::Semi | JoinKind::Anti => left.finish(kind, None, Some(keys_all(right)), padding),
+    }
+}
+
+/// A shuffle join in which each hot key's left rows are spread over
+/// `salts` workers (by a salt taken from the row) and its right rows (and
+/// key) are copied to each of them.
+fn skew_join<'s, K: JoinKey>(sides: JoinInput<'s, K>, kind: JoinKind, hot: &HotKeys) -> Rows<'s> {
+    let salts = hot.salts(sides.left.inner.scope().peers());
+    let hot_left: HashSet<K> = hot.set(K::from_key);
+    let hot_right = hot_left.clone();
+    let salted = sides.matchable().map(move |(k, row)| {
+        let salt = if hot_left.contains(&k) {
+            salt_of(&row, salts)
+        } else {
+            0
+        };
+        ((k, salt), row)
+    });
+    let salted = count_exchange(salted, "join left (skew)", |((k, s), _)| {
+        Dest::Hash(route(k, *s))
+    });
+    let replicate = move |k: K| -> Vec<(K, u32)> {
+        if hot_right.contains(&k) {
+            (0..salts).map(|s| (k.clone(), s)).collect()
+        } else {
+            vec![(k, 0)]
+        }
+    };
+    let rep = replicate.clone();
+    let right_salted = |right: Keyed<'s, K>| {
+        let r = right.flat_map(move |(k, v)| rep(k).into_iter().map(move |ks| (ks, v.clone())));
+        let r = count_exchange(r, "join right (skew)", |((k, s), _)| {
+            Dest::Hash(route(k, *s))
+        });
+        arrange_routed(r, "JoinRightSalted")
+    };
+    let keys_salted = |right: Keyed<'s, K>| {
+        let keys = right
+            .map(|(k, _)| k)
+            .distinct()
+            .flat_map(move |k| replicate(k).into_iter().map(|ks| (ks, ())));
+        arrange_routed(keys, "JoinKeysSalted")
+    };
+    let (right, padding) = (sides.right.clone(), sides.padding());
+    let left = Sides::new(&sides, kind, salted, arrange_routed);
+    match kind {
+        JoinKind::Inner | JoinKind::Left => {
+            let keys = (kind == JoinKind::Left).then(|| keys_salted(right.clone()));
+            left.finish(kind, Some(right_salted(right)), keys, padding)
+        }
+        JoinKind::Semi | JoinKind::Anti => {
+            left.finish(kind, None, Some(keys_salted(right)), padding)
         }
     }
 }
@@ -333,13 +360,30 @@ where
 /// The left side of a broadcast or salted join, partitioned like the right
 /// side's arrangements.
 struct Sides<'s, KK: differential_dataflow::ExchangeData> {
-    /// The non-null-keyed left rows (anywhere: only concatenated).
-    left_rows: Rows<'s>,
     left_arr: Arr<'s, KK, Row>,
-    null_keyed: Rows<'s>,
+    /// For left and anti joins (the others never build them: each extra
+    /// consumer of the left side clones every left row), the left rows
+    /// with a key (anywhere: only concatenated) and those without.
+    unmatchable: Option<(Rows<'s>, Rows<'s>)>,
 }
 
 impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
+    /// The left side of a `kind` join, keyed by `KK` and arranged by
+    /// `arrange` (where the right side's arrangements are).
+    fn new<K: JoinKey>(
+        sides: &JoinInput<'s, K>,
+        kind: JoinKind,
+        keyed: VecCollection<'s, Time, (KK, Row)>,
+        arrange: fn(VecCollection<'s, Time, (KK, Row)>, &str) -> Arr<'s, KK, Row>,
+    ) -> Self {
+        let unmatchable = matches!(kind, JoinKind::Left | JoinKind::Anti)
+            .then(|| (keyed.clone().map(|(_, row)| row), sides.null_keyed()));
+        Sides {
+            left_arr: arrange(keyed, "JoinLeft"),
+            unmatchable,
+        }
+    }
+
     /// Builds the join from the arranged right side (`right`, needed by
     /// inner and left joins) and its distinct keys (`keys`, needed by left,
     /// semi and anti joins; multiplicity one per partition).
@@ -351,9 +395,8 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
         padded: impl Fn(Row) -> Row + 'static,
     ) -> Rows<'s> {
         let Sides {
-            left_rows,
             left_arr,
-            null_keyed,
+            unmatchable,
         } = self;
         let matched = |right: Arr<'s, KK, Row>| {
             left_arr
@@ -368,10 +411,14 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
         match kind {
             JoinKind::Inner => matched(right.expect("right side")),
             JoinKind::Semi => semi(keys.expect("keys")),
-            JoinKind::Anti => left_rows
-                .concat(semi(keys.expect("keys")).negate())
-                .concat(null_keyed),
+            JoinKind::Anti => {
+                let (left_rows, null_keyed) = unmatchable.expect("an anti join's left rows");
+                left_rows
+                    .concat(semi(keys.expect("keys")).negate())
+                    .concat(null_keyed)
+            }
             JoinKind::Left => {
+                let (left_rows, null_keyed) = unmatchable.expect("a left join's left rows");
                 let unmatched = left_rows.concat(semi(keys.expect("keys")).negate());
                 matched(right.expect("right side")).concat(unmatched.concat(null_keyed).map(padded))
             }

@@ -177,29 +177,7 @@ impl SkewParams {
                 return Err(bad("strategy", format!("expected {known}")));
             }
         };
-        let mut hot = Vec::new();
-        for key in params.list("hot") {
-            let row: Row = key
-                .split('|')
-                .map(|f| {
-                    if f.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::infer(f)
-                    }
-                })
-                .collect();
-            if row.len() != key_width {
-                return Err(bad(
-                    "hot",
-                    format!(
-                        "key {key:?} has {} values for {key_width} key columns",
-                        row.len()
-                    ),
-                ));
-            }
-            hot.push(row);
-        }
+        let hot = parse_hot(params, key_width)?;
         let salts = match get("salts") {
             "auto" => None,
             text => match text.trim().parse::<u32>() {
@@ -236,16 +214,16 @@ impl SkewParams {
         })
     }
 
-    /// Plans a join whose large side is input `large` (keyed by the input
-    /// columns `large_key`) and small side input `small`. `what` names the
+    /// Plans a join whose large side is the input named `large` (keyed by
+    /// its columns `large_key`) and small side the input named `small`. `what` names the
     /// join in the decision reported through `data`.
     pub fn plan_join(
         &self,
         data: &dyn DataContext,
         what: &str,
-        large: usize,
+        large: &str,
         large_key: &[usize],
-        small: usize,
+        small: &str,
     ) -> Physical {
         let (physical, why) = match self.strategy {
             StrategyParam::Shuffle => (Physical::Shuffle, "asked".to_string()),
@@ -279,13 +257,13 @@ impl SkewParams {
         physical
     }
 
-    /// Plans a grouping of input `input` by the input columns `key`: `skew`
+    /// Plans a grouping of the input named `input` by its columns `key`: `skew`
     /// (two-phase for hot keys) or `shuffle`.
     pub fn plan_group(
         &self,
         data: &dyn DataContext,
         what: &str,
-        input: usize,
+        input: &str,
         key: &[usize],
     ) -> Physical {
         let (physical, why) = match self.strategy {
@@ -309,7 +287,7 @@ impl SkewParams {
     fn hot_keys(
         &self,
         data: &dyn DataContext,
-        input: usize,
+        input: &str,
         key: &[usize],
     ) -> (Arc<HotKeys>, String) {
         let hot = |keys: Vec<Row>| {
@@ -352,6 +330,33 @@ impl SkewParams {
             }
         }
     }
+}
+
+/// The `hot=` keys: `|` between a key's values, an empty value is null,
+/// each key as wide as the grouping or join key.
+fn parse_hot(params: &Params, key_width: usize) -> Result<Vec<Row>, PlanError> {
+    let mut hot = Vec::new();
+    for key in params.list("hot") {
+        let row: Row = key
+            .split('|')
+            .map(|f| {
+                if f.is_empty() {
+                    Value::Null
+                } else {
+                    Value::infer(f)
+                }
+            })
+            .collect();
+        if row.len() != key_width {
+            let reason = format!(
+                "key {key:?} has {} values for {key_width} key columns",
+                row.len()
+            );
+            return Err(params.bad("hot", reason));
+        }
+        hot.push(row);
+    }
+    Ok(hot)
 }
 
 /// Keys holding at least `threshold` of the sampled rows (null keys never
@@ -458,11 +463,11 @@ mod tests {
     fn without_data_auto_shuffles_unless_keys_are_given() {
         let p = SkewParams::parse(&params(&[]), 1, true).unwrap();
         assert!(matches!(
-            p.plan_join(&NoData, "join", 0, &[0], 1),
+            p.plan_join(&NoData, "join", "left", &[0], "right"),
             Physical::Shuffle
         ));
         let p = SkewParams::parse(&params(&[("hot", "7")]), 1, true).unwrap();
-        match p.plan_join(&NoData, "join", 0, &[0], 1) {
+        match p.plan_join(&NoData, "join", "left", &[0], "right") {
             Physical::Skew(hot) => assert_eq!(hot.keys, vec![vec![Value::Int(7)]]),
             other => panic!("{other:?}"),
         }

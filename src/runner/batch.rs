@@ -16,19 +16,15 @@
 //! error at the smallest location (so the message does not depend on which
 //! worker got there first), and no output is produced.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::generic::operator::Operator;
-
 use super::combine::Combiner;
 use super::order;
+use super::outputs::collect_outputs;
 use super::{RunError, WorkerConfig};
-use crate::job::{Plan, Time, Updates};
+use crate::job::{Plan, RowInput, Time, Updates};
 use crate::source::late::LateFilter;
 use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, SourceError};
 use crate::value::Row;
@@ -204,92 +200,84 @@ struct Shared {
     started: Instant,
 }
 
+/// What one worker read of its chunks, per input.
+struct WorkerReads {
+    rows_in: Vec<u64>,
+    bad_rows: Vec<BadRows>,
+    late_dropped: Vec<u64>,
+    /// The read that failed, if one did (the worker stopped reading there).
+    failure: Option<SourceError>,
+}
+
 impl Shared {
     fn work(&self, worker: &mut timely::worker::Worker) -> Result<WorkerResult, RunError> {
-        let (index, peers) = (worker.index(), worker.peers());
+        let index = worker.index();
         let plan = &self.run.plan;
-        let collected: Vec<Rc<RefCell<super::OutputRows>>> =
-            plan.outputs.iter().map(|_| Default::default()).collect();
-        let sessions = worker.dataflow::<Time, _, _>(|scope| {
+        let (sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
             let _stats = self.run.stats.clone().map(crate::stats::install);
             let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly)?;
-            for (output, sink) in outputs.into_iter().zip(collected.iter().cloned()) {
-                output
-                    .inner
-                    .sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
-                        let mut sink = sink.borrow_mut();
-                        input.for_each(|_cap, data| {
-                            sink.extend(data.drain(..).map(|(row, _time, diff)| (row, diff)))
-                        });
-                    });
-            }
-            Ok::<_, RunError>(sessions)
+            Ok::<_, RunError>((sessions, collect_outputs(outputs)))
         })?;
-        let mut rows_in = vec![0u64; plan.inputs.len()];
-        let mut bad_rows = vec![BadRows::default(); plan.inputs.len()];
-        let mut late_dropped = vec![0u64; plan.inputs.len()];
-        let no_progress = |_: u64| {};
-        let progress: &dyn Fn(u64) = match &self.run.progress {
-            Some(p) => p.as_ref(),
-            None => &no_progress,
+        let reads = self.read_chunks(worker, sessions);
+        tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "inputs read");
+        // The inputs are closed: the dataflow runs to completion.
+        while worker.step_or_park(None) {}
+        tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "dataflow complete");
+        if let Some(e) = reads.failure {
+            return Err(RunError::Source(e));
+        }
+        let mut outputs = std::mem::take(&mut *collected.borrow_mut());
+        outputs.iter_mut().for_each(order::sort_consolidate);
+        Ok(WorkerResult {
+            outputs,
+            rows_in: reads.rows_in,
+            bad_rows: reads.bad_rows,
+            late_dropped: reads.late_dropped,
+        })
+    }
+
+    /// Reads this worker's chunks into the inputs, closing each input as
+    /// soon as its last chunk here is read (which lets its frontier
+    /// advance), and all of them at the end; stops at the first failed
+    /// read, or when another worker's failed.
+    fn read_chunks(
+        &self,
+        worker: &mut timely::worker::Worker,
+        sessions: Vec<RowInput>,
+    ) -> WorkerReads {
+        let (index, peers) = (worker.index(), worker.peers());
+        let n = self.run.plan.inputs.len();
+        let mut reads = WorkerReads {
+            rows_in: vec![0; n],
+            bad_rows: vec![BadRows::default(); n],
+            late_dropped: vec![0; n],
+            failure: None,
         };
-        let mut combiners: Vec<Combiner> =
-            plan.inputs.iter().map(|_| Combiner::default()).collect();
+        let mut combiners: Vec<Combiner> = (0..n).map(|_| Combiner::default()).collect();
         let mine: Vec<&Chunk> = self.chunks.iter().skip(index).step_by(peers).collect();
         // Per input, how many of this worker's chunks are still to read.
-        let mut left = vec![0usize; plan.inputs.len()];
+        let mut left = vec![0usize; n];
         mine.iter().for_each(|c| left[c.input] += 1);
-        let mut sessions: Vec<Option<_>> = sessions.into_iter().map(Some).collect();
-        for (i, n) in left.iter().enumerate() {
-            if *n == 0 {
-                sessions[i] = None;
-            }
-        }
-        let mut failure = None;
+        let mut sessions: Vec<Option<RowInput>> = sessions
+            .into_iter()
+            .zip(&left)
+            .map(|(s, &n)| (n > 0).then_some(s))
+            .collect();
         for chunk in mine {
             if self.abort.load(Ordering::Relaxed) {
                 break;
             }
             let input = chunk.input;
             let session = sessions[input].as_mut().expect("open until its last chunk");
-            let combiner = &mut combiners[input];
-            let mut since_step = 0u64;
-            let mut late = plan.inputs[input].late.map(|rule| {
-                let path = &self.run.inputs[input].files[chunk.file];
-                LateFilter::new(rule, path.display().to_string())
-            });
-            let read = source::read_chunk(
-                &self.run.inputs[input],
-                chunk,
-                &plan.inputs[input],
-                &self.run.options,
-                &mut bad_rows[input],
-                progress,
-                &mut |row| {
-                    if late.as_mut().is_some_and(|f| !f.admit(row)) {
-                        return;
-                    }
-                    combiner.push(row, session);
-                    since_step += 1;
-                    if since_step == STEP_EVERY {
-                        since_step = 0;
-                        worker.step();
-                    }
-                },
-            );
-            late_dropped[input] += late.map_or(0, |f| f.dropped());
-            match read {
-                Ok(n) => rows_in[input] += n,
-                Err(e) => {
-                    self.abort.store(true, Ordering::Relaxed);
-                    failure = Some(e);
-                    break;
-                }
+            let read = self.read_chunk(worker, chunk, &mut combiners[input], session, &mut reads);
+            if let Err(e) = read {
+                self.abort.store(true, Ordering::Relaxed);
+                reads.failure = Some(e);
+                break;
             }
             left[input] -= 1;
             if left[input] == 0 {
-                // Closing it lets the input's frontier advance on this worker.
-                combiner.flush(session);
+                combiners[input].flush(session);
                 sessions[input] = None;
             }
         }
@@ -298,27 +286,53 @@ impl Shared {
                 combiner.flush(session);
             }
         }
-        tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "inputs read");
-        // Closing the inputs lets the dataflow run to completion.
-        sessions.clear();
-        while worker.step_or_park(None) {}
-        tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "dataflow complete");
-        if let Some(e) = failure {
-            return Err(RunError::Source(e));
-        }
-        let outputs = collected
-            .into_iter()
-            .map(|c| {
-                let mut rows = std::mem::take(&mut *c.borrow_mut());
-                order::sort_consolidate(&mut rows);
-                rows
-            })
-            .collect();
-        Ok(WorkerResult {
-            outputs,
-            rows_in,
-            bad_rows,
-            late_dropped,
-        })
+        reads
+    }
+
+    /// Reads one chunk into its input's session, through the late-event
+    /// filter when the input has one, stepping the dataflow as it goes so
+    /// that exchange buffers stay small.
+    fn read_chunk(
+        &self,
+        worker: &mut timely::worker::Worker,
+        chunk: &Chunk,
+        combiner: &mut Combiner,
+        session: &mut RowInput,
+        reads: &mut WorkerReads,
+    ) -> Result<(), SourceError> {
+        let input = chunk.input;
+        let projection = &self.run.plan.inputs[input];
+        let files = &self.run.inputs[input];
+        let no_progress = |_: u64| {};
+        let progress: &dyn Fn(u64) = match &self.run.progress {
+            Some(p) => p.as_ref(),
+            None => &no_progress,
+        };
+        let mut late = projection
+            .late
+            .map(|rule| LateFilter::new(rule, files.files[chunk.file].display().to_string()));
+        let mut since_step = 0u64;
+        let read = source::read_chunk(
+            files,
+            chunk,
+            projection,
+            &self.run.options,
+            &mut reads.bad_rows[input],
+            progress,
+            &mut |row| {
+                if late.as_mut().is_some_and(|f| !f.admit(row)) {
+                    return;
+                }
+                combiner.push(row, session);
+                since_step += 1;
+                if since_step == STEP_EVERY {
+                    since_step = 0;
+                    worker.step();
+                }
+            },
+        );
+        reads.late_dropped[input] += late.map_or(0, |f| f.dropped());
+        reads.rows_in[input] += read?;
+        Ok(())
     }
 }

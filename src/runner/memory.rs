@@ -6,12 +6,11 @@
 //! Rows are dealt round-robin to the workers, so each worker count sends
 //! different rows through different workers: the result must not change.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use differential_dataflow::consolidation::consolidate;
-use timely::dataflow::channels::pact::Pipeline;
-use timely::dataflow::operators::generic::operator::Operator;
 
+use super::outputs::collect_outputs;
 use super::{OutputRows, RunError};
 use crate::job::{Plan, Time, Updates};
 use crate::value::Row;
@@ -87,37 +86,13 @@ pub fn run_timed(
     workers: usize,
 ) -> Result<Vec<OutputRows>, RunError> {
     let shared = Arc::new((plan.clone(), inputs));
-    let results: Arc<Mutex<Vec<OutputRows>>> =
-        Arc::new(Mutex::new(vec![Vec::new(); plan.outputs.len()]));
-    let failure: Arc<Mutex<Option<RunError>>> = Arc::default();
-    let sink_results = results.clone();
-    let worker_failure = failure.clone();
     let guards = timely::execute(timely::Config::process(workers.max(1)), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
         let (plan, inputs) = &*shared;
-        let built = worker.dataflow::<Time, _, _>(|scope| {
+        let (mut sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, outputs) = plan.instantiate(scope, updates)?;
-            for (i, output) in outputs.into_iter().enumerate() {
-                let results = sink_results.clone();
-                output
-                    .inner
-                    .sink(Pipeline, "CollectOutput", move |(input, _frontier)| {
-                        input.for_each(|_cap, data| {
-                            let mut results = results.lock().unwrap_or_else(|e| e.into_inner());
-                            results[i].extend(data.drain(..).map(|(row, _t, diff)| (row, diff)))
-                        });
-                    });
-            }
-            Ok::<_, RunError>(sessions)
-        });
-        let mut sessions = match built {
-            Ok(sessions) => sessions,
-            Err(e) => {
-                // Every worker builds the same dataflow, so every one fails alike.
-                *worker_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                return;
-            }
-        };
+            Ok::<_, RunError>((sessions, collect_outputs(outputs)))
+        })?;
         for (session, updates) in sessions.iter_mut().zip(inputs) {
             for (row, t, n) in updates.iter().skip(index).step_by(peers) {
                 if *t > *session.time() {
@@ -128,15 +103,17 @@ pub fn run_timed(
         }
         sessions.clear();
         while worker.step_or_park(None) {}
+        Ok::<_, RunError>(std::mem::take(&mut *collected.borrow_mut()))
     })
     .map_err(RunError::Timely)?;
+    let mut outputs: Vec<OutputRows> = vec![Vec::new(); plan.outputs.len()];
     for result in guards.join() {
-        result.map_err(RunError::WorkerPanic)?;
+        // Every worker builds the same dataflow, so a build error is every worker's.
+        let collected = result.map_err(RunError::WorkerPanic)??;
+        for (all, mine) in outputs.iter_mut().zip(collected) {
+            all.extend(mine);
+        }
     }
-    if let Some(e) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        return Err(e);
-    }
-    let mut outputs = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
     for rows in &mut outputs {
         consolidate(rows);
     }

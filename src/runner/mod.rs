@@ -9,6 +9,7 @@ pub(crate) mod combine;
 mod commit;
 pub mod memory;
 pub mod order;
+mod outputs;
 pub mod stream;
 pub mod verify;
 

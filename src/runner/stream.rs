@@ -26,13 +26,14 @@ use std::time::{Duration, Instant};
 
 use timely::dataflow::ProbeHandle;
 use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::generic::operator::Operator;
+use timely::progress::frontier::MutableAntichain;
 
 use super::combine::Combiner;
 pub use super::commit::CatchUp;
 use super::commit::{Committer, EpochLogs, is_retired};
+use super::outputs::{OutputChange, sink_outputs};
 use super::{RunError, WorkerConfig};
-use crate::job::{Plan, Time, Updates};
+use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
 use crate::log::{Log, Start};
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions, SourceError};
@@ -151,6 +152,36 @@ impl Drop for FailGuard<'_> {
     }
 }
 
+/// What one worker feeds the dataflow from: its partitions, and per input
+/// the combiner and session its rows go through, and the watermark input.
+struct Feed<'a> {
+    /// Declared before the sessions, so on an early return or a panic it
+    /// drops (marking the run failed) before they close.
+    failing: FailGuard<'a>,
+    parts: Vec<(usize, PartitionSource)>,
+    combiners: Vec<Combiner>,
+    sessions: Vec<RowInput>,
+    watermarks: WatermarkInput,
+}
+
+impl Feed<'_> {
+    /// Sends what the combiners hold on into the sessions.
+    fn flush(&mut self) {
+        for (combiner, session) in self.combiners.iter_mut().zip(self.sessions.iter_mut()) {
+            combiner.flush(session);
+        }
+    }
+
+    /// Moves every input (the watermarks too) to `epoch`.
+    fn advance_to(&mut self, epoch: Time) {
+        for s in &mut self.sessions {
+            s.advance_to(epoch);
+            s.flush();
+        }
+        self.watermarks.advance_to(epoch);
+    }
+}
+
 impl StreamRun {
     /// Runs until stopped, caught up (if asked) or failed.
     pub fn run(self) -> Result<StreamResult, RunError> {
@@ -241,6 +272,8 @@ impl Shared {
         bad
     }
 
+    /// One worker's run: builds the dataflow (with the committer on worker
+    /// 0), replays epoch 0, then reads epochs until stopped.
     fn drive(
         self: &Arc<Self>,
         worker: &mut timely::worker::Worker,
@@ -251,77 +284,111 @@ impl Shared {
             topic: String::new(),
             cause,
         })?;
-        let mut committer = if index == 0 {
+        let committer = if index == 0 {
             Some(self.committer(&log)?)
         } else {
             None
         };
-        let plan = &self.run.plan;
         let probe = ProbeHandle::new();
-        let shared = self.clone();
-        let (mut sessions, mut watermarks) = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, watermarks, outputs) =
-                plan.instantiate_with_watermarks(scope, Updates::Any)?;
-            let tagged = outputs
-                .into_iter()
-                .enumerate()
-                .map(|(i, out)| out.map(move |row| (i, row)))
-                .reduce(|a, b| a.concat(b))
-                .expect("a plan has an output (plan_job checks)")
-                .probe_with(&probe);
-            tagged.inner.sink(
-                Exchange::new(|_: &((usize, Row), Time, isize)| 0),
-                "Commit",
-                move |(input, frontier)| {
-                    let Some(committer) = committer.as_mut() else {
-                        return;
-                    };
-                    input.for_each(|_cap, data| {
-                        // Epoch 0 is the replay of what the tables already hold.
-                        for (change, time, diff) in data.drain(..).filter(|(_, t, _)| *t > 0) {
-                            committer
-                                .stash
-                                .entry(time)
-                                .or_default()
-                                .push((change, diff));
-                        }
-                    });
-                    if shared.failed.load(Ordering::SeqCst) {
-                        // A failed worker's closed inputs seem to complete
-                        // every epoch; none of them may be committed.
-                        committer.halted = true;
-                        return;
-                    }
-                    let bad_rows = shared.bad_rows.load(Ordering::Relaxed);
-                    let result = committer
-                        .commit_ready(&shared.logs, bad_rows, |t| !frontier.less_equal(&t));
-                    if committer.caught_up || committer.catch_up.is_none() {
-                        shared.awaiting_catch_up.store(false, Ordering::Relaxed);
-                    }
-                    if let Err(e) = result {
-                        if is_retired(&e) {
-                            shared.retired.store(true, Ordering::Relaxed);
-                            shared.run.stop.store(true, Ordering::Relaxed);
-                        } else {
-                            shared.fail(RunError::Table(e));
-                        }
+        let (sessions, watermarks) = worker.dataflow::<Time, _, _>(|scope| {
+            let (sessions, watermarks, outputs) = self
+                .run
+                .plan
+                .instantiate_with_watermarks(scope, Updates::Any)?;
+            let shared = self.clone();
+            let mut committer = committer;
+            let to_committer = Exchange::new(|_: &OutputChange| 0);
+            sink_outputs(
+                outputs,
+                to_committer,
+                Some(&probe),
+                move |changes, frontier| {
+                    if let Some(committer) = committer.as_mut() {
+                        shared.commit(committer, changes, frontier);
                     }
                 },
             );
             Ok::<_, RunError>((sessions, watermarks))
         })?;
-        // Dropped before the sessions on every early return or panic.
-        let failing = FailGuard {
-            failed: &self.failed,
-            armed: true,
+        let mut feed = Feed {
+            // Dropped before the sessions on every early return or panic.
+            failing: FailGuard {
+                failed: &self.failed,
+                armed: true,
+            },
+            parts: self.open_partitions(&log, index, peers)?,
+            combiners: sessions.iter().map(|_| Combiner::default()).collect(),
+            sessions,
+            watermarks,
         };
-        let mut parts = self.open_partitions(&log, index, peers)?;
-        let mut combiners: Vec<Combiner> = sessions.iter().map(|_| Combiner::default()).collect();
-        // Epoch 0: replay up to the committed offsets.
-        for (input, part) in &mut parts {
-            let combiner = &mut combiners[*input];
+        self.replay(worker, &log, &mut feed, bad)?;
+        self.stream(worker, &probe, &mut feed, bad)?;
+        // Closing every input (the watermarks too) lets the dataflow finish.
+        let Feed {
+            failing,
+            sessions,
+            watermarks,
+            ..
+        } = feed;
+        failing.disarm();
+        drop(sessions);
+        drop(watermarks);
+        while worker.step_or_park(Some(Duration::from_millis(10))) {}
+        Ok(())
+    }
+
+    /// The commit operator's work at each activation (worker 0): stashes
+    /// the changes that arrived, then commits every epoch the frontier has
+    /// passed, unless some worker failed.
+    fn commit(
+        &self,
+        committer: &mut Committer,
+        changes: &mut Vec<OutputChange>,
+        frontier: &MutableAntichain<Time>,
+    ) {
+        // Epoch 0 is the replay of what the tables already hold.
+        for (change, time, diff) in changes.drain(..).filter(|(_, t, _)| *t > 0) {
+            committer
+                .stash
+                .entry(time)
+                .or_default()
+                .push((change, diff));
+        }
+        if self.failed.load(Ordering::SeqCst) {
+            // A failed worker's closed inputs seem to complete every epoch;
+            // none of them may be committed.
+            committer.halted = true;
+            return;
+        }
+        let bad_rows = self.bad_rows.load(Ordering::Relaxed);
+        let result = committer.commit_ready(&self.logs, bad_rows, |t| !frontier.less_equal(&t));
+        if committer.caught_up || committer.catch_up.is_none() {
+            self.awaiting_catch_up.store(false, Ordering::Relaxed);
+        }
+        if let Err(e) = result {
+            if is_retired(&e) {
+                self.retired.store(true, Ordering::Relaxed);
+                self.run.stop.store(true, Ordering::Relaxed);
+            } else {
+                self.fail(RunError::Table(e));
+            }
+        }
+    }
+
+    /// Epoch 0: replays this worker's partitions up to the committed
+    /// offsets (rebuilding the state; the committer drops its output) and
+    /// checks that the log still holds what was applied.
+    fn replay(
+        &self,
+        worker: &mut timely::worker::Worker,
+        log: &Log,
+        feed: &mut Feed<'_>,
+        bad: &mut BadRows,
+    ) -> Result<(), RunError> {
+        for (input, part) in &mut feed.parts {
+            let combiner = &mut feed.combiners[*input];
             let until = self.resume[&(*input, part.partition())];
-            let session = &mut sessions[*input];
+            let session = &mut feed.sessions[*input];
             while part.position() < until {
                 let n = part.read(
                     1 << 16,
@@ -336,38 +403,39 @@ impl Shared {
                 worker.step();
             }
         }
-        for (combiner, session) in combiners.iter_mut().zip(sessions.iter_mut()) {
-            combiner.flush(session);
+        feed.flush();
+        for (input, part) in &feed.parts {
+            self.check_replayed(log, *input, part)?;
         }
-        for (input, part) in &parts {
-            self.check_replayed(&log, *input, part)?;
-        }
-        self.announce_watermarks(&parts, &mut watermarks, index);
+        self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
         // Bad rows are counted as they are met, so each commit reports the
         // total among the records it covers (a replay meets them again).
+        self.bad_rows.fetch_add(bad.count, Ordering::Relaxed);
+        feed.advance_to(1);
+        Ok(())
+    }
+
+    /// Epochs 1, 2, ...: reads an epoch, lets the dataflow catch up with
+    /// it, and goes on until stopped (or caught up, when asked).
+    fn stream(
+        &self,
+        worker: &mut timely::worker::Worker,
+        probe: &ProbeHandle<Time>,
+        feed: &mut Feed<'_>,
+        bad: &mut BadRows,
+    ) -> Result<(), RunError> {
         let mut reported = bad.count;
-        self.bad_rows.fetch_add(reported, Ordering::Relaxed);
         let mut epoch: Time = 1;
         let mut limit = self.run.epochs.max_records;
-        for s in &mut sessions {
-            s.advance_to(epoch);
-            s.flush();
-        }
-        watermarks.advance_to(epoch);
         while !self.run.stop.load(Ordering::Relaxed) {
-            let (records, drained) =
-                self.read_epoch(&mut parts, &mut sessions, bad, epoch, limit, &mut combiners)?;
+            let (records, drained) = self.read_epoch(feed, bad, epoch, limit)?;
             self.records.fetch_add(records, Ordering::Relaxed);
             self.bad_rows
                 .fetch_add(bad.count - reported, Ordering::Relaxed);
             reported = bad.count;
-            self.announce_watermarks(&parts, &mut watermarks, index);
+            self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
             epoch += 1;
-            for s in &mut sessions {
-                s.advance_to(epoch);
-                s.flush();
-            }
-            watermarks.advance_to(epoch);
+            feed.advance_to(epoch);
             // Park (rather than spin) while other workers finish the epoch:
             // on a small machine a spinning worker takes the committer's CPU.
             worker.step_or_park_while(Some(Duration::from_millis(1)), || {
@@ -381,75 +449,99 @@ impl Shared {
             } else {
                 (limit * 2).min(self.run.epochs.max_records * MAX_GROWTH)
             };
-            if self.run.until_caught_up
-                && drained
-                && !self.awaiting_catch_up.load(Ordering::Relaxed)
-            {
+            if drained && self.may_stop_caught_up() {
                 break;
             }
         }
-        // Closing every input (the watermarks too) lets the dataflow finish.
-        failing.disarm();
-        sessions.clear();
-        drop(watermarks);
-        while worker.step_or_park(Some(Duration::from_millis(10))) {}
         Ok(())
     }
 
-    /// Reads one epoch from this worker's partitions; returns the records
-    /// read and whether everything visible was read.
+    /// Whether `until_caught_up` may stop the run once the log is drained:
+    /// a building version must have caught up first (a producer may be
+    /// ahead again by the time it drains once).
+    fn may_stop_caught_up(&self) -> bool {
+        self.run.until_caught_up && !self.awaiting_catch_up.load(Ordering::Relaxed)
+    }
+
+    /// Reads one epoch from this worker's partitions into the dataflow;
+    /// returns the records read and whether everything visible was read.
+    /// The epoch's changes are held back until it is read whole and its
+    /// offsets are recorded: rows must never reach the dataflow (and so a
+    /// commit) without the offsets that cover them, even when a read fails.
     fn read_epoch(
         &self,
-        parts: &mut [(usize, PartitionSource)],
-        sessions: &mut [differential_dataflow::input::InputSession<Time, Row, isize>],
+        feed: &mut Feed<'_>,
         bad: &mut BadRows,
         epoch: Time,
         max_records: usize,
-        combiners: &mut [Combiner],
     ) -> Result<(u64, bool), RunError> {
-        let cfg = self.run.epochs;
-        let deadline = Instant::now() + cfg.max_latency;
-        let mut total = 0usize;
-        let mut drained;
-        // The epoch's changes are held back until it is read whole and its
-        // offsets are recorded: rows must never reach the dataflow (and so a
-        // commit) without the offsets that cover them, even when a read fails.
         let mut changes: Vec<(usize, Row, isize)> = Vec::new();
+        let drained =
+            self.read_until_closed(&mut feed.parts, bad, epoch, max_records, &mut changes)?;
+        self.record_epoch(&feed.parts, epoch, changes.len() as u64);
+        let total = changes.len() as u64;
+        for (input, mut row, diff) in changes {
+            feed.combiners[input].update(&mut row, diff, &mut feed.sessions[input]);
+        }
+        feed.flush();
+        Ok((total, drained))
+    }
+
+    /// Reads from the partitions into `changes` until the epoch closes:
+    /// `max_records` read, everything visible read (with records, or once
+    /// another worker has closed the epoch), `max_latency` passed, or a
+    /// stop. Returns whether everything visible was read.
+    fn read_until_closed(
+        &self,
+        parts: &mut [(usize, PartitionSource)],
+        bad: &mut BadRows,
+        epoch: Time,
+        max_records: usize,
+        changes: &mut Vec<(usize, Row, isize)>,
+    ) -> Result<bool, RunError> {
+        let deadline = Instant::now() + self.run.epochs.max_latency;
         loop {
-            drained = true;
+            let mut drained = true;
             for (input, part) in parts.iter_mut() {
-                let room = max_records.saturating_sub(total);
+                let room = max_records.saturating_sub(changes.len());
                 let input = *input;
                 let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| {
                     changes.push((input, row, diff))
                 })?;
-                total += n;
                 drained &= n < room;
             }
+            let total = changes.len();
             // An idle worker closes the epoch as soon as another one has, so
             // that it does not hold back their records' latency.
-            let others_closed = drained
-                && self
-                    .logs
-                    .lock()
-                    .expect("epoch logs poisoned")
-                    .get(&epoch)
-                    .is_some_and(|e| e.closed.is_some());
+            let others_closed = drained && self.closed_elsewhere(epoch);
             let done = total >= max_records
                 || (total > 0 && drained)
                 || others_closed
                 || Instant::now() >= deadline;
             if done
                 || self.run.stop.load(Ordering::Relaxed)
-                || (self.run.until_caught_up
-                    && drained
-                    && !self.awaiting_catch_up.load(Ordering::Relaxed))
+                || (drained && self.may_stop_caught_up())
             {
-                break;
+                return Ok(drained);
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let offsets = parts
+    }
+
+    /// Whether some worker has closed `epoch` already.
+    fn closed_elsewhere(&self, epoch: Time) -> bool {
+        self.logs
+            .lock()
+            .expect("epoch logs poisoned")
+            .get(&epoch)
+            .is_some_and(|e| e.closed.is_some())
+    }
+
+    /// Records, for the committer, where this worker's partitions stand
+    /// after `epoch`, what the late filter dropped, and how many records
+    /// the epoch read here; marks the epoch closed.
+    fn record_epoch(&self, parts: &[(usize, PartitionSource)], epoch: Time, records: u64) {
+        let offsets: Vec<_> = parts
             .iter()
             .map(|(input, part)| InputOffset {
                 input: self.run.inputs[*input].schema.name.clone(),
@@ -469,18 +561,10 @@ impl Shared {
             .collect();
         let mut logs = self.logs.lock().expect("epoch logs poisoned");
         let entry = logs.entry(epoch).or_default();
-        entry.offsets.extend::<Vec<_>>(offsets);
+        entry.offsets.extend(offsets);
         entry.late.extend(late);
-        entry.records += total as u64;
+        entry.records += records;
         entry.closed.get_or_insert_with(Instant::now);
-        drop(logs);
-        for (input, mut row, diff) in changes {
-            combiners[input].update(&mut row, diff, &mut sessions[input]);
-        }
-        for (combiner, session) in combiners.iter_mut().zip(sessions.iter_mut()) {
-            combiner.flush(session);
-        }
-        Ok((total as u64, drained))
     }
 
     /// Announces, for each input under the `drop` late-event policy, the
@@ -490,7 +574,7 @@ impl Shared {
     fn announce_watermarks(
         &self,
         parts: &[(usize, PartitionSource)],
-        watermarks: &mut crate::job::WatermarkInput,
+        watermarks: &mut WatermarkInput,
         worker: usize,
     ) {
         let epoch = *watermarks.time();

@@ -6,6 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::{ChunkReader, SourceError};
+use crate::format;
 use crate::value::{Row, Value};
 
 /// How many records between progress reports.
@@ -14,10 +15,7 @@ const PROGRESS_EVERY: u64 = 1 << 14;
 /// The header record of a CSV file.
 pub(super) fn read_header(path: &Path) -> Result<Vec<String>, SourceError> {
     let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
-    let mut reader = ::csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(file);
+    let mut reader = format::csv_reader(file, 1 << 16);
     let mut record = ::csv::StringRecord::new();
     match reader.read_record(&mut record) {
         Ok(true) => Ok(record.iter().map(|f| f.trim().to_string()).collect()),
@@ -46,11 +44,7 @@ pub(super) fn read(
     let mut file = File::open(&path).map_err(|e| SourceError::io(&path, e))?;
     file.seek(SeekFrom::Start(r.chunk.start))
         .map_err(|e| SourceError::io(&path, e))?;
-    let mut reader = ::csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .buffer_capacity(1 << 20)
-        .from_reader(file.take(r.chunk.end - r.chunk.start));
+    let mut reader = format::csv_reader(file.take(r.chunk.end - r.chunk.start), 1 << 20);
     let width = r.input.schema.columns.len();
     let mut record = ::csv::ByteRecord::new();
     let mut row: Row = Vec::new();
@@ -68,14 +62,14 @@ pub(super) fn read(
         // The csv crate's line numbers run one behind after each CRLF, so
         // a bad row is located by its byte offset instead.
         let byte = record.position().map_or(0, |p| p.byte());
-        if record.len() != width {
-            // A lone empty field is a blank line, which CSV readers skip.
-            if record.len() == 1 && record[0].is_empty() {
+        let blank = record.len() == 1 && record[0].is_empty();
+        match format::csv_width(width, record.len(), blank) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(problem) => {
+                r.bad_row_at_byte(byte, None, problem)?;
                 continue;
             }
-            let problem = format!("expected {width} fields, found {}", record.len());
-            r.bad_row_at_byte(byte, None, problem)?;
-            continue;
         }
         match typed_row(r, &record, &mut row) {
             Ok(()) => {

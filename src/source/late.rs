@@ -24,19 +24,8 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
+use crate::schema::LateRule;
 use crate::value::{Row, Value};
-
-/// The `drop` policy for one input: which projected column holds the event
-/// time, and how far behind the watermark an event may be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LateRule {
-    /// Position of the event-time column in the projected row.
-    pub column: usize,
-    /// Allowed lateness, in the time column's unit.
-    pub lateness: i64,
-}
 
 /// How often a dropped event is logged at most, per partition.
 const WARN_EVERY: Duration = Duration::from_secs(5);

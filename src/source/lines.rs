@@ -13,6 +13,7 @@ use std::path::Path;
 use serde_json::{Map, Value as Json};
 
 use super::{ChunkReader, SourceError};
+use crate::format;
 use crate::log::rows::from_json;
 use crate::value::{Row, Value};
 
@@ -100,7 +101,7 @@ pub(super) fn read_jsonl(
 ) -> Result<u64, SourceError> {
     let mut rows = 0;
     for_each_line(r, progress, |r, line_no, line| {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if format::json_blank(line) {
             return Ok(());
         }
         match json_row(r, line) {
@@ -116,23 +117,14 @@ pub(super) fn read_jsonl(
 }
 
 fn json_row(r: &ChunkReader<'_>, line: &[u8]) -> Result<Row, (Option<usize>, String)> {
-    let mut object: Map<String, Json> =
-        serde_json::from_slice(line).map_err(|e| (None, format!("bad JSON: {e}")))?;
+    let mut object = format::json_object(line).map_err(|e| (None, e))?;
     let columns = &r.input.schema.columns;
-    if let Some(extra) = object.keys().find(|k| !columns.contains(k)) {
-        return Err((
-            None,
-            format!(
-                "key {extra:?} is not a column (the columns, from the first line, are {})",
-                columns.join(",")
-            ),
-        ));
-    }
+    format::json_keys(&object, columns, "the columns of the first line").map_err(|e| (None, e))?;
     let mut row = Vec::with_capacity(r.projection.columns.len());
     for &(col, ty) in &r.projection.columns {
-        let value = match object.remove(&columns[col]) {
-            None | Some(Json::Null) => Value::Null,
-            Some(Json::String(s)) if r.options.is_null(s.as_bytes()) => Value::Null,
+        let value = match format::json_field(&mut object, &columns[col], r.options.null.as_deref())
+        {
+            None => Value::Null,
             Some(json) => ty.coerce(from_json(json)).map_err(|e| (Some(col), e))?,
         };
         row.push(value);

@@ -85,8 +85,9 @@ pub struct ReadOptions {
 }
 
 impl ReadOptions {
+    /// Whether a field is null ([`crate::format::is_null`]).
     pub fn is_null(&self, field: &[u8]) -> bool {
-        field.is_empty() || self.null.as_deref().is_some_and(|n| n.as_bytes() == field)
+        crate::format::is_null(field, self.null.as_deref())
     }
 }
 

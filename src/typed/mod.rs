@@ -31,7 +31,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::schema::ColumnType;
+use crate::schema::{ColumnType, ValueRule};
 use crate::value::Row;
 
 /// A struct a job reads rows as, or writes rows from.
@@ -53,31 +53,6 @@ pub struct Columns {
     pub declared: &'static [(&'static str, ColumnType)],
     /// Per field, what its values must be beyond the column type.
     pub rules: Vec<ValueRule>,
-}
-
-/// What a field's value must be besides its column type: present (a field
-/// that is not an `Option`), and within the range of its integer type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ValueRule {
-    /// Null is not a value of this field.
-    pub required: bool,
-    /// For an integer field, the values its type holds.
-    pub range: Option<(i64, i64)>,
-}
-
-impl ValueRule {
-    /// Why `value` is not one of this field's values, if it is not.
-    pub fn check(&self, value: &crate::value::Value) -> Result<(), String> {
-        match (value, self.range) {
-            (crate::value::Value::Null, _) if self.required => {
-                Err("empty, but the job needs a value here".into())
-            }
-            (crate::value::Value::Int(i), Some((min, max))) if *i < min || *i > max => {
-                Err(format!("{i} is out of range ({min} to {max})"))
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 impl Columns {

@@ -16,6 +16,7 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value as Json};
 
+use crate::format;
 use crate::log::rows::{encode_csv_row, encode_json_row, field_text};
 use crate::log::{RowFormat, event_time_from_json, parse_event_time};
 
@@ -70,9 +71,7 @@ impl RowReader {
                     lines: lines.clone(),
                 };
                 RowReader::Csv {
-                    rdr: csv::ReaderBuilder::new()
-                        .flexible(true)
-                        .from_reader(Box::new(tracked) as Box<dyn Read>),
+                    rdr: format::csv_reader(Box::new(tracked) as Box<dyn Read>, 1 << 16),
                     rec: csv::StringRecord::new(),
                     columns: 0,
                     lines,
@@ -91,12 +90,14 @@ impl RowReader {
     /// The CSV header or the first object's keys; `None` for an empty input.
     pub fn read_header(&mut self) -> Result<Option<Vec<String>>, InputError> {
         match self {
-            RowReader::Csv { rdr, columns, .. } => {
+            RowReader::Csv {
+                rdr, rec, columns, ..
+            } => {
                 let header = rdr
-                    .headers()
+                    .read_record(rec)
                     .map_err(|e| csv_error(e, 1, &Lines::default()))?;
-                *columns = header.len();
-                Ok((!header.is_empty()).then(|| header.iter().map(String::from).collect()))
+                *columns = rec.len();
+                Ok(header.then(|| rec.iter().map(String::from).collect()))
             }
             RowReader::Jsonl {
                 input,
@@ -237,15 +238,10 @@ fn csv_row(
     value: &mut Vec<u8>,
 ) -> Result<Row, InputError> {
     let bad = |problem: String| InputError::Bad { line, problem };
-    if rec.len() != columns {
-        return Err(bad(format!(
-            "expected {columns} fields (as in the header), found {}",
-            rec.len()
-        )));
-    }
+    format::csv_width(columns, rec.len(), false).map_err(bad)?;
     let field = |i: usize| {
         let f = &rec[i];
-        (!f.is_empty() && spec.null.as_deref() != Some(f)).then_some(f)
+        (!format::is_null(f.as_bytes(), spec.null.as_deref())).then_some(f)
     };
     let event_ts = match spec.time.and_then(field) {
         Some(text) => Some(parse_event_time(text).map_err(|e| bad(format!("time: {e}")))?),
@@ -271,14 +267,14 @@ fn next_object(
             return Ok(None);
         }
         *line += 1;
-        if buf.iter().all(u8::is_ascii_whitespace) {
+        if format::json_blank(buf) {
             continue;
         }
-        return serde_json::from_slice(buf)
+        return format::json_object(buf)
             .map(Some)
-            .map_err(|e| InputError::Bad {
+            .map_err(|problem| InputError::Bad {
                 line: *line,
-                problem: format!("bad JSON (one object per line expected): {e}"),
+                problem,
             });
     }
 }
@@ -291,19 +287,10 @@ fn json_row(
     value: &mut Vec<u8>,
 ) -> Result<Row, InputError> {
     let bad = |problem: String| InputError::Bad { line, problem };
-    if let Some(extra) = object.keys().find(|k| !columns.contains(k)) {
-        return Err(bad(format!(
-            "key {extra:?} is not a column (the topic's columns are {})",
-            columns.join(",")
-        )));
-    }
+    format::json_keys(&object, columns, "the topic's columns").map_err(bad)?;
     let fields: Vec<Option<Json>> = columns
         .iter()
-        .map(|c| match object.remove(c) {
-            None | Some(Json::Null) => None,
-            Some(Json::String(s)) if spec.null.as_deref() == Some(s.as_str()) => None,
-            Some(v) => Some(v),
-        })
+        .map(|c| format::json_field(&mut object, c, spec.null.as_deref()))
         .collect();
     let event_ts = match spec.time.and_then(|i| fields[i].as_ref()) {
         Some(v) => Some(event_time_from_json(v).map_err(|e| bad(format!("time: {e}")))?),

@@ -1,0 +1,69 @@
+//! How every runner takes a dataflow's outputs: all of a plan's outputs as
+//! one stream of changes tagged with the output's position in the plan, into
+//! one sink operator. The runners differ only in where the changes go (kept
+//! on the worker that made them, or exchanged to the committer's) and what
+//! is done with them (collected for sorting, stashed for an epoch commit).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use differential_dataflow::VecCollection;
+use timely::dataflow::ProbeHandle;
+use timely::dataflow::channels::pact::{ParallelizationContract, Pipeline};
+use timely::dataflow::operators::generic::operator::Operator;
+use timely::progress::frontier::MutableAntichain;
+
+use super::OutputRows;
+use crate::job::{Rows, Time};
+use crate::value::Row;
+
+/// One output change: `((output index, row), time, diff)`.
+pub type OutputChange = ((usize, Row), Time, isize);
+
+/// Sinks every output's changes through `pact` into `each`, which is
+/// called at each activation with the changes that arrived (to drain) and
+/// the frontier of times still to come; `probe` (if given) is advanced by
+/// the outputs' progress.
+pub fn sink_outputs<'s, P>(
+    outputs: Vec<Rows<'s>>,
+    pact: P,
+    probe: Option<&ProbeHandle<Time>>,
+    mut each: impl FnMut(&mut Vec<OutputChange>, &MutableAntichain<Time>) + 'static,
+) where
+    P: ParallelizationContract<Time, Vec<OutputChange>>,
+{
+    let Some(mut tagged) = outputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, out)| out.map(move |row| (i, row)))
+        .reduce(|a, b| a.concat(b))
+    else {
+        // A plan has an output (plan_job checks); with none there is nothing to sink.
+        return;
+    };
+    if let Some(probe) = probe {
+        tagged = tagged.probe_with(probe);
+    }
+    let tagged: VecCollection<'s, Time, (usize, Row)> = tagged;
+    let mut changes = Vec::new();
+    tagged
+        .inner
+        .sink(pact, "Outputs", move |(input, frontier)| {
+            input.for_each(|_cap, data| changes.append(data));
+            each(&mut changes, frontier);
+        });
+}
+
+/// Collects, on this worker, the output changes made here: per output
+/// (plan order), `(row, diff)` pairs, unsorted and unconsolidated.
+pub fn collect_outputs(outputs: Vec<Rows<'_>>) -> Rc<RefCell<Vec<OutputRows>>> {
+    let collected = Rc::new(RefCell::new(vec![Vec::new(); outputs.len()]));
+    let into = collected.clone();
+    sink_outputs(outputs, Pipeline, None, move |changes, _frontier| {
+        let mut into = into.borrow_mut();
+        for ((output, row), _time, diff) in changes.drain(..) {
+            into[output].push((row, diff));
+        }
+    });
+    collected
+}
