@@ -39,11 +39,18 @@ use super::segment::{
 /// What one partition's compaction did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CompactionReport {
+    /// The partition compacted.
     pub partition: u32,
+    /// Sealed segments replaced by a cleaned copy that still holds records.
     pub segments_rewritten: usize,
+    /// Sealed segments removed because no record of theirs was kept.
     pub segments_deleted: usize,
+    /// Records dropped: superseded by a later record with the same key, or
+    /// tombstones older than the delete retention.
     pub records_removed: u64,
+    /// Bytes of the segments that changed, before compaction.
     pub bytes_before: u64,
+    /// Bytes of the same segments after compaction (headers included).
     pub bytes_after: u64,
 }
 

@@ -72,35 +72,49 @@ pub struct Log {
 /// State of one partition as visible to readers now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionInfo {
+    /// The partition's number within its topic.
     pub partition: u32,
     /// Earliest retained offset (base of the first segment).
     pub earliest: u64,
     /// Next offset to be written.
     pub latest: u64,
+    /// Bytes of its segment files (record data; indexes not counted).
     pub bytes: u64,
+    /// Segment files it has (sealed ones and the active one).
     pub segments: usize,
 }
 
 /// Committed position and lag of a group on one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupPartition {
+    /// The partition's number within its topic.
     pub partition: u32,
+    /// The group's committed offset: the next offset it will read. `None`
+    /// when it never committed for this partition.
     pub committed: Option<u64>,
     /// `latest - committed`, when the group committed for this partition.
     pub lag: Option<u64>,
 }
 
+/// A consumer group of a topic and where it stands on each partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupInfo {
+    /// The group's name.
     pub group: String,
+    /// Its position on every partition of the topic, in partition order.
     pub partitions: Vec<GroupPartition>,
 }
 
+/// What [`Log::topic`] reports on a topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicInfo {
+    /// The topic's name.
     pub name: String,
+    /// Its configuration, as stored in its metadata file.
     pub config: TopicConfig,
+    /// Every partition, in partition order.
     pub partitions: Vec<PartitionInfo>,
+    /// The consumer groups that committed offsets on it, by name.
     pub groups: Vec<GroupInfo>,
 }
 
@@ -131,6 +145,7 @@ impl Log {
         Ok(log)
     }
 
+    /// The log directory (topics are its subdirectories).
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -172,10 +187,14 @@ impl Log {
         Ok(dir)
     }
 
+    /// Creates topic `name` with `config` (validated first) atomically:
+    /// its directory appears complete or not at all; `TopicExists` if it is
+    /// already there.
     pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<()> {
         topic::create_topic_dir(&self.root, name, &config)
     }
 
+    /// The names of the topics in the log directory, sorted.
     pub fn list_topics(&self) -> Result<Vec<String>> {
         Ok(self.scan_root()?.0)
     }
@@ -224,6 +243,7 @@ impl Log {
         self.writer_with(topic, WriterOptions::default())
     }
 
+    /// The topic's single writer, with these options (the fsync policy).
     pub fn writer_with(&self, topic: &str, opts: WriterOptions) -> Result<TopicWriter> {
         let dir = self.topic_dir(topic)?;
         TopicWriter::open(&dir, topic, opts, self.clock.clone())

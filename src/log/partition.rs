@@ -28,11 +28,15 @@ use super::segment::{
 /// A torn tail that was cut off when the partition was opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovery {
+    /// The partition repaired.
     pub partition: u32,
+    /// The segment file whose tail was cut off (the partition's last).
     pub segment: PathBuf,
+    /// Bytes removed from its end.
     pub truncated_bytes: u64,
     /// The offset the next append will get (the first offset that was lost).
     pub at_offset: u64,
+    /// What was wrong with the tail (a partial frame, a bad checksum).
     pub detail: String,
 }
 
@@ -53,7 +57,10 @@ impl std::fmt::Display for Recovery {
 /// What opening a topic for writing repaired or ignored.
 #[derive(Clone, Debug, Default)]
 pub struct OpenReport {
+    /// The torn tails cut off, one per partition that had one.
     pub recoveries: Vec<Recovery>,
+    /// Unknown files ignored, and interrupted compactions completed or
+    /// rolled back.
     pub warnings: Vec<String>,
 }
 

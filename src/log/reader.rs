@@ -35,6 +35,9 @@ pub enum Start {
     Latest,
 }
 
+/// A reader of one partition: serves its records in offset order, from a
+/// [`Start`], while a writer may append, retain or compact (see
+/// [`crate::log::Log::reader`]).
 pub struct PartitionReader {
     topic: String,
     partition: u32,
@@ -121,6 +124,7 @@ impl PartitionReader {
         })
     }
 
+    /// The partition read.
     pub fn partition(&self) -> u32 {
         self.partition
     }

@@ -33,12 +33,17 @@ const FLAG_EVENT_TS: u8 = 2;
 /// A record to append; borrowed so producers need not copy their buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecordIn<'a> {
+    /// The key: it routes the record to a partition and, in compacted
+    /// topics, names what a later record with the same key replaces.
     pub key: Option<&'a [u8]>,
+    /// The payload; empty is a tombstone in compacted topics.
     pub value: &'a [u8],
+    /// The record's event time, in ms since the Unix epoch.
     pub event_ts: Option<i64>,
 }
 
 impl<'a> RecordIn<'a> {
+    /// A record with this key and value and no event time.
     pub fn new(key: Option<&'a [u8]>, value: &'a [u8]) -> Self {
         RecordIn {
             key,
@@ -47,6 +52,7 @@ impl<'a> RecordIn<'a> {
         }
     }
 
+    /// The same record with event time `ts` (ms since the Unix epoch).
     pub fn with_event_ts(mut self, ts: i64) -> Self {
         self.event_ts = Some(ts);
         self
@@ -65,10 +71,16 @@ impl<'a> RecordIn<'a> {
 /// A record read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
+    /// Its offset in the partition.
     pub offset: u64,
+    /// Its key, as appended.
     pub key: Option<Vec<u8>>,
+    /// Its payload; empty is a tombstone in compacted topics.
     pub value: Vec<u8>,
+    /// Its event time, in ms since the Unix epoch, when the producer gave one.
     pub event_ts: Option<i64>,
+    /// The writer's wall clock when it was appended, in ms since the Unix
+    /// epoch (retention and tombstone expiry go by it).
     pub append_ts: i64,
 }
 
@@ -78,6 +90,7 @@ impl Record {
         self.value.is_empty()
     }
 
+    /// The record borrowed as a [`RecordIn`] (to append it again, or encode it).
     pub fn as_in(&self) -> RecordIn<'_> {
         RecordIn {
             key: self.key.as_deref(),

@@ -17,15 +17,24 @@ use super::partition::{PartitionLog, SegmentMeta};
 /// One deleted segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeletedSegment {
+    /// The partition it belonged to.
     pub partition: u32,
+    /// Its base offset (the number in its file name): every record it held
+    /// had an offset at least this.
     pub base_offset: u64,
+    /// Bytes of its segment file.
     pub bytes: u64,
+    /// Which limit it was deleted for.
     pub reason: DeleteReason,
 }
 
+/// Which retention limit deleted a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeleteReason {
+    /// Its newest record was appended at least `retention_ms` ago (or it
+    /// was empty).
     Age,
+    /// The partition was over `retention_bytes`.
     Size,
 }
 

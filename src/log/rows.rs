@@ -55,13 +55,26 @@ impl std::fmt::Display for RowFormat {
 pub enum RowError {
     /// The value is not a JSON array.
     #[error("value is not a JSON array: {detail}")]
-    Malformed { detail: String },
+    Malformed {
+        /// The JSON parser's complaint.
+        detail: String,
+    },
     /// The array does not have one element per column.
     #[error("value has {found} fields, the topic has {expected} columns")]
-    Arity { expected: usize, found: usize },
+    Arity {
+        /// The topic's column count.
+        expected: usize,
+        /// The array's length.
+        found: usize,
+    },
     /// One element does not fit its column.
     #[error("column {column}: {detail}")]
-    Field { column: usize, detail: String },
+    Field {
+        /// The column's index (from 0) in the topic's columns.
+        column: usize,
+        /// Why the element does not fit the column's type.
+        detail: String,
+    },
 }
 
 /// Appends the value of a CSV row: `None` is a null field.

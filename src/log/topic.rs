@@ -37,6 +37,7 @@ pub const META_FORMAT: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TopicConfig {
+    /// Number of partitions (1 to 10000), fixed at creation.
     pub partitions: u32,
     /// Delete sealed segments whose newest record is this old (ms).
     pub retention_ms: Option<i64>,
@@ -63,7 +64,10 @@ pub struct TopicConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyColumn {
+    /// Records carry no key: they are spread round-robin over the
+    /// partitions.
     Unkeyed,
+    /// Each record's key is the text of this column of its row.
     Column(String),
 }
 
@@ -93,6 +97,8 @@ impl Default for TopicConfig {
 }
 
 impl TopicConfig {
+    /// `InvalidConfig` unless every setting is in its allowed range
+    /// (partitions, segment size, retention times).
     pub fn validate(&self) -> Result<()> {
         let bad = |detail: &str| {
             Err(LogError::InvalidConfig {
@@ -189,14 +195,17 @@ pub enum FsyncPolicy {
     Never,
 }
 
+/// How a [`TopicWriter`] writes.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriterOptions {
+    /// When appended data is forced to disk.
     pub fsync: FsyncPolicy,
 }
 
 /// Wall clock in ms since the Unix epoch; injectable for tests.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
+/// The real wall clock, as a [`Clock`].
 pub fn system_clock() -> Clock {
     Arc::new(|| {
         std::time::SystemTime::now()
@@ -257,10 +266,13 @@ impl TopicWriter {
         })
     }
 
+    /// The topic written.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The topic's configuration, as stored (columns, row format and key
+    /// included once a producer set them).
     pub fn config(&self) -> &TopicConfig {
         &self.meta.config
     }
