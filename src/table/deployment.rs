@@ -66,6 +66,8 @@ pub enum DeploymentState {
 }
 
 impl DeploymentState {
+    /// Its name in the catalog and in messages: `building`, `live`,
+    /// `retired`, `dropped`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeploymentState::Building => "building",
@@ -104,22 +106,28 @@ impl FromStr for DeploymentState {
 /// What `create_deployment` needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewDeployment {
+    /// The name of the job it runs.
     pub job: String,
+    /// The version of the job's code ([`crate::job::JobSpec::version`]).
     pub job_version: u32,
     /// Parameter values, `K=V`, in the order given.
     pub params: Vec<(String, String)>,
     /// The job's inputs, each bound to a log topic: (input name, topic).
     pub inputs: Vec<(String, String)>,
+    /// The schemas of the job's outputs, in plan order: one table each.
     pub outputs: Vec<OutputSchema>,
     /// `Building` (a reprocess) or `Live` (the first deployment of a stream).
     pub state: DeploymentState,
+    /// Free text shown by `kappa table status`.
     pub note: Option<String>,
 }
 
 /// How far one log partition's end is ahead of what a deployment applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionLag {
+    /// The log topic.
     pub topic: String,
+    /// The partition of that topic.
     pub partition: u32,
     /// Log end offset minus the next offset the deployment will read.
     pub lag: u64,
@@ -147,13 +155,20 @@ pub struct EpochStats {
 /// The progress figures stored in the catalog.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Progress {
+    /// Input records applied by every committed epoch, in total.
     pub records_applied: u64,
+    /// Bad input rows seen, in total, as last reported.
     pub bad_rows: u64,
+    /// Epochs committed.
     pub epochs: u64,
     /// Unix ms of the last commit or progress report.
     pub last_epoch_at: Option<i64>,
+    /// Wall time of the last reported epoch, in ms.
     pub last_epoch_ms: Option<u64>,
+    /// The runner's throughput estimate, as last reported (records per
+    /// second).
     pub records_per_sec: Option<f64>,
+    /// Lag per topic partition, as last reported.
     pub lag: Vec<PartitionLag>,
     /// Late events dropped per input (see [`EpochStats::late_dropped`]).
     pub late_dropped: Vec<(String, u64)>,
@@ -180,20 +195,32 @@ impl Progress {
 /// A deployment as the catalog records it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Deployment {
+    /// Its id in the catalog, never reused.
     pub id: i64,
+    /// The name of the job it runs.
     pub job: String,
+    /// The version of the job's code it was created with.
     pub job_version: u32,
+    /// The version shared by its output tables (`OUTPUT__vN`).
     pub version: TableVersion,
+    /// Parameter values, `K=V`, in the order given.
     pub params: Vec<(String, String)>,
+    /// The job's inputs, each bound to a log topic: (input name, topic).
     pub inputs: Vec<(String, String)>,
+    /// The schemas of its outputs, in plan order: one table each.
     pub outputs: Vec<OutputSchema>,
+    /// Where it is in its lifecycle.
     pub state: DeploymentState,
     /// Unix ms.
     pub created_at: i64,
+    /// Unix ms of when it first caught up with the log (cleared when a
+    /// retired deployment is reopened).
     pub caught_up_at: Option<i64>,
     /// When it last became live.
     pub swapped_at: Option<i64>,
+    /// The progress figures its runner reported.
     pub progress: Progress,
+    /// Free text shown by `kappa table status`.
     pub note: Option<String>,
 }
 

@@ -52,8 +52,11 @@ use super::{TableError, TableStore};
 /// Where a deployment stands on one input partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputOffset {
+    /// The job input's name.
     pub input: String,
+    /// The log topic the input is bound to.
     pub topic: String,
+    /// The partition of that topic.
     pub partition: u32,
     /// The next offset to read: everything below it is applied.
     pub next: u64,

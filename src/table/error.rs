@@ -27,43 +27,65 @@ use super::deployment::DeploymentState;
 pub enum TableError {
     /// No table store file at this path (only from `open_existing`).
     #[error("no table store at {path} (it is created by `kappa stream` or `kappa reprocess`)")]
-    StoreNotFound { path: PathBuf },
+    StoreNotFound {
+        /// The store file looked for.
+        path: PathBuf,
+    },
 
     /// No deployment has this id.
     #[error("deployment {id} does not exist")]
-    DeploymentNotFound { id: i64 },
+    DeploymentNotFound {
+        /// The deployment id asked for.
+        id: i64,
+    },
 
     /// No deployment (of the given version, or live when none is given) has
     /// this output.
     #[error("output '{output}' has no {} deployment", version.map_or("live".to_string(), |v| format!("v{v}")))]
     OutputNotFound {
+        /// The output name asked for.
         output: String,
+        /// The version asked for; `None` asks for the live one.
         version: Option<u32>,
     },
 
     /// The name is not an output table the catalog knows (or it was dropped).
     #[error("table '{table}' is not an output table in the store")]
-    TableNotFound { table: String },
+    TableNotFound {
+        /// The table name given.
+        table: String,
+    },
 
     /// A table, view or column name that is not a valid identifier.
     #[error("invalid {kind} name '{name}': {reason}")]
     InvalidName {
+        /// What the name is for: `"output"` or `"column"`.
         kind: &'static str,
+        /// The name given.
         name: String,
+        /// The rule it breaks.
         reason: &'static str,
     },
 
     /// A new deployment that does not describe a usable set of tables.
     #[error("invalid deployment of job '{job}': {reason}")]
-    InvalidDeployment { job: String, reason: String },
+    InvalidDeployment {
+        /// The job the deployment is of.
+        job: String,
+        /// What makes it unusable (no outputs, a duplicate name, its state).
+        reason: String,
+    },
 
     /// The action is not allowed in the deployment's current state.
     #[error("{name} is {state}: cannot {action}")]
     StateConflict {
+        /// The deployment's id.
         id: i64,
         /// How users know it: its outputs and version (`sessions v2`).
         name: String,
+        /// The state it is in.
         state: DeploymentState,
+        /// What was refused, to follow "cannot" (`commit an epoch`).
         action: &'static str,
     },
 
@@ -72,7 +94,12 @@ pub enum TableError {
         "{deployment} is already driven by another process ({holder}); \
          stop that process first (a killed process releases it at once)"
     )]
-    Owned { deployment: String, holder: String },
+    Owned {
+        /// The deployment (its outputs and version).
+        deployment: String,
+        /// Who holds the lock, as its lock file says (pid and host).
+        holder: String,
+    },
 
     /// Another process took the deployment over since this one did: this
     /// process's write was refused, and it must stop without writing.
@@ -80,7 +107,12 @@ pub enum TableError {
         "{deployment} was taken over by another process ({owner}); \
          this process stops without writing anything more"
     )]
-    Fenced { deployment: String, owner: String },
+    Fenced {
+        /// The deployment (its outputs and version).
+        deployment: String,
+        /// Its owner now, as the catalog records it (pid and host).
+        owner: String,
+    },
 
     /// A second live deployment for an output was requested.
     #[error(
@@ -88,8 +120,11 @@ pub enum TableError {
         live_version
     )]
     LiveConflict {
+        /// The output that already has a live deployment.
         output: String,
+        /// The id of that live deployment.
         live: i64,
+        /// Its version.
         live_version: super::deployment::TableVersion,
     },
 
@@ -100,11 +135,17 @@ pub enum TableError {
          from {committed} to {given}"
     )]
     OffsetRegression {
+        /// The deployment's id.
         id: i64,
+        /// How users know it: its outputs and version.
         name: String,
+        /// The job input the offset is for.
         input: String,
+        /// The partition of that input's topic.
         partition: u32,
+        /// The next offset already committed.
         committed: u64,
+        /// The next offset this epoch gave, lower.
         given: u64,
     },
 
@@ -112,8 +153,11 @@ pub enum TableError {
     /// do not continue what was committed.
     #[error("table '{table}': retraction of {diff} copies of {row} which the table does not hold")]
     RetractMissing {
+        /// The output table.
         table: String,
+        /// The row, in debug form.
         row: String,
+        /// The copies the retraction removes (positive).
         diff: i64,
     },
 
@@ -121,27 +165,41 @@ pub enum TableError {
     /// deployment's number of outputs.
     #[error("deployment {id} has {expected} outputs, but changes were given for {actual}")]
     OutputCount {
+        /// The deployment's id.
         id: i64,
+        /// Its number of outputs.
         expected: usize,
+        /// The number of change lists given.
         actual: usize,
     },
 
     /// A row whose length is not the table's number of columns.
     #[error("table '{table}' has {expected} columns, but a row has {actual}")]
     Arity {
+        /// The output table.
         table: String,
+        /// Its number of columns.
         expected: usize,
+        /// The row's length.
         actual: usize,
     },
 
     /// The store holds something kappa never writes.
     #[error("corrupt table store ({what}): {reason}")]
-    Corrupt { what: String, reason: String },
+    Corrupt {
+        /// Where: the store file, a deployment's catalog field, a table's
+        /// column.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
     /// A file beside the store (its directory, a lock file) failed.
     #[error("{path}: {cause}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         cause: std::io::Error,
     },
 

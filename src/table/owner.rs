@@ -32,7 +32,10 @@ use crate::fslock::{FileLock, TryLock};
 /// generation is still `generation`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lease {
+    /// The id of the deployment it lets the process write.
     pub deployment: i64,
+    /// The deployment's generation when the process took it over; every
+    /// take-over bumps it, voiding older leases.
     pub generation: i64,
 }
 

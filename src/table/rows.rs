@@ -49,7 +49,9 @@ fn value_of(v: ValueRef<'_>, table: &str, column: &str) -> Result<Value, TableEr
 /// The first rows of a version table, for display.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TablePage {
+    /// The version table read (`OUTPUT__vN`).
     pub table: String,
+    /// Its column names, in schema order.
     pub columns: Vec<String>,
     /// Whether the output is a bag (its view shows `kappa_count`).
     pub bag: bool,
