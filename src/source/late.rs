@@ -43,6 +43,9 @@ pub struct LateFilter {
 }
 
 impl LateFilter {
+    /// A filter applying `rule`, with no watermark yet (nothing is late
+    /// until a row has an event time); `place` names the partition in the
+    /// warnings about dropped rows.
     pub fn new(rule: LateRule, place: String) -> LateFilter {
         LateFilter {
             rule,

@@ -56,6 +56,8 @@ impl Format {
         }
     }
 
+    /// The format named on the command line (`--format`): `csv`, `jsonl`
+    /// (or `json`), `text` (or `txt`).
     pub fn parse(name: &str) -> Option<Format> {
         match name {
             "csv" => Some(Format::Csv),
@@ -81,6 +83,7 @@ pub enum BadRowPolicy {
 pub struct ReadOptions {
     /// A second null marker besides the empty field (`NA`, `NULL`, `\N`).
     pub null: Option<String>,
+    /// What to do with a row that does not fit.
     pub on_bad_row: BadRowPolicy,
 }
 
@@ -94,6 +97,7 @@ impl ReadOptions {
 /// Bad rows met while reading under [`BadRowPolicy::Skip`].
 #[derive(Clone, Debug, Default)]
 pub struct BadRows {
+    /// Bad rows met, all of them.
     pub count: u64,
     /// The first few, as `location: problem`, sorted by location.
     pub examples: Vec<(RowLocation, String)>,
@@ -103,6 +107,8 @@ impl BadRows {
     /// How many examples are kept.
     pub const EXAMPLES: usize = 5;
 
+    /// Counts one bad row, keeping it as an example if it is among the
+    /// first few by location.
     pub fn record(&mut self, at: RowLocation, problem: String) {
         self.count += 1;
         self.examples.push((at, problem));
@@ -122,8 +128,11 @@ impl BadRows {
 /// One input of a run, resolved: its files, format and columns.
 #[derive(Clone, Debug)]
 pub struct InputFiles {
+    /// The input's name and the columns its files have.
     pub schema: InputSchema,
+    /// The format every file is read as.
     pub format: Format,
+    /// The files, sorted by name: the one given, or a directory's part files.
     pub files: Vec<PathBuf>,
 }
 

@@ -28,7 +28,9 @@ pub struct Chunk {
     pub input: usize,
     /// Index of the file within the input.
     pub file: usize,
+    /// Byte position in the file where the range starts (a record boundary).
     pub start: u64,
+    /// Byte position where it ends, exclusive (the next range's start).
     pub end: u64,
     /// True for the range that starts the file and so holds a CSV header.
     pub header: bool,

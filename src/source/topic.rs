@@ -26,11 +26,17 @@ use crate::value::{Row, Value};
 /// One job input bound to a log topic.
 #[derive(Clone, Debug)]
 pub struct TopicInput {
+    /// The log topic the input is bound to.
     pub topic: String,
     /// The job's input name and the topic's columns.
     pub schema: InputSchema,
+    /// How the topic's record values encode rows.
     pub format: RowFormat,
+    /// Whether the topic is compacted: a changelog, read as a table (a keyed
+    /// record replaces its key's row, a tombstone retracts it) and never
+    /// filtered as late.
     pub compacted: bool,
+    /// The topic's number of partitions.
     pub partitions: u32,
 }
 
@@ -119,6 +125,7 @@ impl PartitionSource {
         self.last.as_ref().map(|r| (r.offset, r.fingerprint()))
     }
 
+    /// The partition of the topic this source reads.
     pub fn partition(&self) -> u32 {
         self.partition
     }
