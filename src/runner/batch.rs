@@ -35,10 +35,13 @@ const STEP_EVERY: u64 = 1 << 16;
 
 /// A batch job, ready to run.
 pub struct BatchRun {
+    /// The job's plan: what each input is read as, the dataflow, the outputs.
     pub plan: Plan,
     /// Resolved inputs, in the job's spec order.
     pub inputs: Vec<InputFiles>,
+    /// How fields are read: the null marker and the bad-row policy.
     pub options: ReadOptions,
+    /// The workers to run on.
     pub workers: WorkerConfig,
     /// Called with bytes read, from any worker (a progress bar).
     pub progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
@@ -58,6 +61,7 @@ pub struct BatchResult {
     pub bad_rows: Vec<BadRows>,
     /// Late events dropped per input (only under the `drop` policy).
     pub late_dropped: Vec<u64>,
+    /// Wall time from the start of the run to its outputs gathered.
     pub elapsed: Duration,
 }
 

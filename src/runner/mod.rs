@@ -114,8 +114,11 @@ pub enum RunError {
     /// A row given to the in-memory runner does not fit its column type.
     #[error("input {input}: row {row}: {problem}")]
     BadMemoryRow {
+        /// The job input the row was given for.
         input: String,
+        /// The row's index (from 0) among that input's rows.
         row: usize,
+        /// What does not fit.
         problem: String,
     },
     /// A worker panicked: a bug in a job or in kappa.
@@ -124,8 +127,11 @@ pub enum RunError {
     /// A job produced a negative count for a row: a bug in the job.
     #[error("job bug: output {output} holds row {row} {count} times")]
     NegativeMultiplicity {
+        /// The output.
         output: String,
+        /// The row, in debug form.
         row: String,
+        /// Its consolidated count, below zero.
         count: isize,
     },
     /// The table store failed.
@@ -143,11 +149,17 @@ pub enum RunError {
          history: restore the log, or rebuild from what it holds with `kappa reprocess`"
     )]
     LogRewritten {
+        /// The deployment being resumed (its outputs and version).
         deployment: String,
+        /// The topic.
         topic: String,
+        /// The partition of the topic.
         partition: u32,
+        /// The deployment's committed offset: the next one it would read.
         committed: u64,
+        /// The partition's next offset to be written now.
         log_end: u64,
+        /// What does not match: the end, or the last applied record.
         detail: String,
     },
     /// A configuration this runner cannot run (yet).

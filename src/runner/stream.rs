@@ -64,14 +64,21 @@ impl Default for EpochConfig {
 
 /// A stream job, ready to run.
 pub struct StreamRun {
+    /// The job's plan: what each input is read as, the dataflow, the outputs.
     pub plan: Plan,
     /// Inputs in the job's spec order.
     pub inputs: Vec<TopicInput>,
+    /// The log directory the input topics are in.
     pub log_dir: std::path::PathBuf,
+    /// The table store file the deployment's tables and offsets are in.
     pub table_db: std::path::PathBuf,
+    /// The deployment to drive, and this process's lock on it.
     pub claim: Claim,
+    /// The workers to run on.
     pub workers: WorkerConfig,
+    /// How fields are read: the null marker and the bad-row policy.
     pub options: ReadOptions,
+    /// How epochs are cut.
     pub epochs: EpochConfig,
     /// Stop once every partition has been read to its end.
     pub until_caught_up: bool,
@@ -86,6 +93,7 @@ pub struct StreamRun {
 /// The deployment a run drives.
 #[derive(Debug)]
 pub struct Claim {
+    /// The deployment's id in the table store.
     pub deployment: i64,
     /// Held for the whole run: only its holder may take the deployment over.
     pub lock: DeploymentLock,
@@ -97,7 +105,11 @@ pub struct Claim {
 /// How a stream run ended.
 #[derive(Debug)]
 pub struct StreamResult {
+    /// Input records read in the epochs this run streamed (the replay of
+    /// what was already applied not counted).
     pub records: u64,
+    /// Bad rows met (under [`crate::source::BadRowPolicy::Skip`]), the
+    /// replay included.
     pub bad_rows: BadRows,
     /// The deployment was retired (swapped out) while running.
     pub retired: bool,

@@ -23,13 +23,17 @@ use crate::value::Row;
 /// How one output compares.
 #[derive(Debug)]
 pub struct OutputCheck {
+    /// The output compared.
     pub output: String,
     /// Rows (with multiplicity) in the table.
     pub table_rows: u64,
     /// Rows the batch recomputation gives.
     pub expected_rows: u64,
-    /// Rows only in the table / only in the recomputation (first few, with counts).
+    /// Rows the table holds more copies of than the recomputation gives:
+    /// the first few, each with the surplus.
     pub only_in_table: Vec<(Row, isize)>,
+    /// Rows the recomputation gives more copies of than the table holds:
+    /// the first few, each with the shortfall.
     pub only_expected: Vec<(Row, isize)>,
     /// Total rows (by multiplicity) that differ on each side.
     pub differing: (u64, u64),
@@ -38,6 +42,7 @@ pub struct OutputCheck {
 }
 
 impl OutputCheck {
+    /// Whether the table holds exactly the recomputed rows.
     pub fn identical(&self) -> bool {
         self.differing == (0, 0)
     }

@@ -34,7 +34,9 @@ pub enum SinkError {
     /// An I/O error while writing.
     #[error("cannot write {path}: {cause}")]
     Io {
+        /// The file or directory written.
         path: PathBuf,
+        /// The operating system's error.
         cause: std::io::Error,
     },
 }
