@@ -46,10 +46,17 @@ struct OpenWindow {
 /// Where the window to aggregate and release is described.
 #[derive(Clone, Debug)]
 pub struct ClosingWindow {
+    /// The index of the integer event-time column in the input rows.
     pub time: usize,
+    /// The indices of the key columns.
     pub key: Vec<usize>,
+    /// The indices of the columns the aggregates read, in the order of the
+    /// value rows [`Aggregates::resolve`] describes.
     pub values: Vec<usize>,
+    /// The window kind and sizes, in the time column's unit: tumbling or
+    /// hopping only (others never close).
     pub window: WindowSpec,
+    /// The aggregates computed per key and window.
     pub aggs: Aggregates,
     /// The job input whose watermarks close windows.
     pub input: usize,

@@ -22,12 +22,18 @@ use crate::value::{Row, Value};
 /// Where the key and time columns are, and the bounds.
 #[derive(Clone, Debug)]
 pub struct IntervalJoinSpec {
+    /// The indices of the key columns in left rows.
     pub left_key: Vec<usize>,
+    /// The index of the integer event-time column in left rows.
     pub left_time: usize,
+    /// The indices of the key columns in right rows, paired with `left_key`.
     pub right_key: Vec<usize>,
+    /// The index of the integer event-time column in right rows (same unit
+    /// as the left one).
     pub right_time: usize,
     /// Bounds of `right.t - left.t`, both included; `lower <= upper`.
     pub lower: i64,
+    /// The upper bound of `right.t - left.t` (included).
     pub upper: i64,
 }
 

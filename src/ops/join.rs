@@ -73,7 +73,9 @@ impl FromStr for JoinKind {
 /// Which columns to match and what to keep of the right side.
 #[derive(Clone, Debug)]
 pub struct JoinColumns {
+    /// The indices of the key columns in left rows.
     pub left_key: Vec<usize>,
+    /// The indices of the key columns in right rows, paired with `left_key`.
     pub right_key: Vec<usize>,
     /// Right columns carried into the output (all but the key columns).
     pub right_rest: Vec<usize>,

@@ -73,9 +73,14 @@ pub fn param_specs(broadcast: bool) -> Vec<ParamSpec> {
 /// The strategy asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrategyParam {
+    /// `shuffle`: both sides (or the grouped rows) partitioned by key.
     Shuffle,
+    /// `broadcast` (joins only): the right side sent to every worker.
     Broadcast,
+    /// `skew`: hot keys salted (joins) or grouped in two phases.
     Skew,
+    /// `auto`: broadcast a small enough right side, else salt the hot keys
+    /// a sample finds, else shuffle.
     Auto,
 }
 
@@ -137,11 +142,22 @@ pub fn route<K: Hashable>(key: &K, salt: u32) -> u64 {
 /// Parsed skew parameters.
 #[derive(Clone, Debug)]
 pub struct SkewParams {
+    /// `strategy`: the strategy asked for.
     pub strategy: StrategyParam,
+    /// `hot`: hot keys given by hand, each a row of key values (values
+    /// inferred from their text, an empty one null); empty means sample.
     pub hot: Vec<Row>,
+    /// `salts`: partitions per hot key, 1 to [`MAX_SALTS`]; `None` (`auto`)
+    /// is the worker count.
     pub salts: Option<u32>,
+    /// `sample_rate`: the share of the large input sampled for hot keys, in
+    /// (0, 1].
     pub sample_rate: f64,
+    /// `hot_threshold`: the share of the sampled rows, in (0, 1], at which a
+    /// key is hot.
     pub hot_threshold: f64,
+    /// `broadcast_limit`: `auto` broadcasts a right side of at most this
+    /// many bytes; `None` for jobs without a broadcast strategy.
     pub broadcast_limit: Option<u64>,
 }
 

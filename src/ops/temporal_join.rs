@@ -18,9 +18,14 @@ use crate::value::Value;
 /// Where the key and time columns are on each side.
 #[derive(Clone, Debug)]
 pub struct AsOfSpec {
+    /// The indices of the key columns in event rows.
     pub event_key: Vec<usize>,
+    /// The index of the integer event-time column in event rows.
     pub event_time: usize,
+    /// The indices of the key columns in table rows, paired with `event_key`.
     pub table_key: Vec<usize>,
+    /// The index of the column in table rows holding the time a version is
+    /// valid from (same unit as the event time).
     pub valid_from: usize,
     /// Table columns appended to each event (usually all but the key).
     pub table_rest: Vec<usize>,

@@ -55,10 +55,29 @@ pub fn hopping(t: i64, size: i64, hop: i64) -> impl Iterator<Item = (i64, i64)> 
 /// A window kind with its sizes, in the time column's unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowSpec {
-    Tumbling { size: i64 },
-    Hopping { size: i64, hop: i64 },
-    Sliding { size: i64 },
-    Session { gap: i64 },
+    /// Back-to-back windows `[start, start + size)`, one per event.
+    Tumbling {
+        /// The windows' length (positive).
+        size: i64,
+    },
+    /// Windows `[start, start + size)` starting every `hop`, overlapping
+    /// when `hop < size`.
+    Hopping {
+        /// The windows' length (positive).
+        size: i64,
+        /// The distance between window starts (positive, at most `size`).
+        hop: i64,
+    },
+    /// Per key, one window `[t - size, t]` per distinct event time `t`.
+    Sliding {
+        /// How far back from `t` the window reaches.
+        size: i64,
+    },
+    /// Per key, runs of events at most `gap` apart: `[first, last + gap)`.
+    Session {
+        /// The longest silence within one session.
+        gap: i64,
+    },
 }
 
 impl WindowSpec {

@@ -52,18 +52,27 @@ use tally::Tally;
 /// One aggregate function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AggKind {
+    /// `count`: the group's rows, nulls included.
     Count,
+    /// `sum:COL`: the exact sum of the non-null values (an integer unless a
+    /// float is among them or it is beyond `i64`).
     Sum,
+    /// `min:COL`: the least non-null value.
     Min,
+    /// `max:COL`: the greatest non-null value.
     Max,
+    /// `avg:COL`: the mean of the non-null values, a float.
     Avg,
+    /// `count_distinct:COL`: the number of distinct non-null values.
     CountDistinct,
 }
 
 /// An aggregate as the user wrote it: a function and, except for `count`, a column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AggSpec {
+    /// The function.
     pub kind: AggKind,
+    /// The input column it aggregates; `None` exactly for `count`.
     pub column: Option<String>,
 }
 
@@ -353,9 +362,12 @@ impl Aggregates {
 /// How the entries of a hot key may be spread over salts (see [`Aggregates::split`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Split {
+    /// By a hash of the whole slot row (no `count_distinct`).
     ByRow,
     /// By the value of this ordered slot.
     ByColumn(usize),
+    /// Not at all (`count_distinct` on several columns): hot keys are
+    /// grouped in one phase.
     Never,
 }
 
@@ -363,11 +375,15 @@ pub enum Split {
 /// merge into the state of their union.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Partial {
+    /// The part's rows.
     Count(i64),
+    /// The exact sum of the part's non-null values.
     Sum(Sum),
     /// The sum and count of the non-null values (the sum counts them).
     Avg(Sum),
+    /// The part's least non-null value (null if none).
     Min(Value),
+    /// The part's greatest non-null value (null if none).
     Max(Value),
     /// Exact when parts never share a value (the salt hashes this slot).
     CountDistinct(i64),

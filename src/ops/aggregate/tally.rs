@@ -17,6 +17,7 @@ use crate::value::Row;
 /// Rows (with multiplicity) and, per summed column, the sum of its values.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Tally {
+    /// Rows, counted with their multiplicities.
     pub rows: i64,
     /// One per sum slot of the grouping (empty in the zero tally). A `Vec`,
     /// not inline: the tally is the difference of every update in the
