@@ -69,7 +69,11 @@ pub const BID: &[&str] = &[
 /// One input of a query: the event kind and the columns it reads, in the
 /// order its rows carry them.
 pub struct Source {
+    /// The job input, named after its event kind: `person`, `auction` or
+    /// `bid`.
     pub name: &'static str,
+    /// The columns read (a subset of [`PERSON`], [`AUCTION`] or [`BID`])
+    /// and their types.
     pub reads: &'static [(&'static str, ColumnType)],
 }
 
@@ -78,13 +82,19 @@ pub type Build = for<'s> fn(&mut Inputs<'s>) -> Result<Rows<'s>, BuildError>;
 
 /// A Nexmark query as a job: one output, fixed columns, no parameters.
 pub struct Query {
+    /// The job's name (`nexmark-q5`).
     pub name: &'static str,
+    /// One line for `kappa jobs`, also the output's.
     pub about: &'static str,
+    /// The inputs, in spec order (the build function takes them by name).
     pub inputs: &'static [Source],
+    /// The output's name (`nexmark_q5`).
     pub output: &'static str,
+    /// The output's column names.
     pub columns: &'static [&'static str],
     /// The output's key columns; `None` when the output is a bag (the key is the whole row).
     pub key: Option<&'static [usize]>,
+    /// Builds the output collection from the inputs.
     pub build: Build,
 }
 

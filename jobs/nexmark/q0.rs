@@ -11,6 +11,7 @@
 use super::{Query, Source};
 use crate::schema::ColumnType::{Int, Str};
 
+/// The `nexmark-q0` job: pass-through of every bid (see the module docs).
 pub static Q0: Query = Query {
     name: "nexmark-q0",
     about: "Nexmark q0: pass-through of every bid",

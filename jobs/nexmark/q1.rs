@@ -16,6 +16,7 @@ use crate::value::Value;
 /// Euros per dollar, as in the Flink query.
 const DOL_TO_EUR: f64 = 0.908;
 
+/// The `nexmark-q1` job: every bid with its price in euros (see the module docs).
 pub static Q1: Query = Query {
     name: "nexmark-q1",
     about: "Nexmark q1: every bid with its price in euros",

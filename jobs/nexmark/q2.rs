@@ -11,6 +11,7 @@
 use super::{Query, Source, int};
 use crate::schema::ColumnType::Int;
 
+/// The `nexmark-q2` job: the bids on auctions whose id is a multiple of 123 (see the module docs).
 pub static Q2: Query = Query {
     name: "nexmark-q2",
     about: "Nexmark q2: auction and price of the bids on auctions divisible by 123",

@@ -21,6 +21,8 @@ use crate::value::{Row, Value};
 const CATEGORY: i64 = 10;
 const STATES: [&str; 3] = ["or", "id", "ca"];
 
+/// The `nexmark-q3` job: sellers of category-10 items in Oregon, Idaho or California, and their
+/// auctions (see the module docs).
 pub static Q3: Query = Query {
     name: "nexmark-q3",
     about: "Nexmark q3: sellers in OR, ID or CA of category-10 auctions (person join auction)",

@@ -22,6 +22,7 @@ use super::{Query, Source, bids_in_lifetime, int};
 use crate::schema::ColumnType::Int;
 use crate::value::Value;
 
+/// The `nexmark-q4` job: the average winning price per category (see the module docs).
 pub static Q4: Query = Query {
     name: "nexmark-q4",
     about: "Nexmark q4: average winning bid price per category",

@@ -39,6 +39,7 @@ use crate::value::Value;
 const SIZE: i64 = 10_000;
 const HOP: i64 = 2_000;
 
+/// The `nexmark-q5` job: the auctions with the most bids per hopping window (see the module docs).
 pub static Q5: Query = Query {
     name: "nexmark-q5",
     about: "Nexmark q5: the auctions with the most bids per 10 s window, every 2 s",

@@ -30,6 +30,7 @@ use crate::value::Row;
 /// Window size (ms).
 const SIZE: i64 = 10_000;
 
+/// The `nexmark-q7` job: the highest bids per tumbling window (see the module docs).
 pub static Q7: Query = Query {
     name: "nexmark-q7",
     about: "Nexmark q7: the highest bids of every 10 s tumbling window",

@@ -29,6 +29,8 @@ use crate::value::Value;
 /// Window size (ms).
 const SIZE: i64 = 10_000;
 
+/// The `nexmark-q8` job: people who opened an auction in the window they registered in (see the
+/// module docs).
 pub static Q8: Query = Query {
     name: "nexmark-q8",
     about: "Nexmark q8: people who opened an auction in the 10 s window they registered in",

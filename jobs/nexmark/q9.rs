@@ -25,6 +25,7 @@ use super::{Query, Source, bids_in_lifetime, int};
 use crate::schema::ColumnType::{Int, Str};
 use crate::value::Row;
 
+/// The `nexmark-q9` job: every auction with its winning bid (see the module docs).
 pub static Q9: Query = Query {
     name: "nexmark-q9",
     about: "Nexmark q9: each auction with its winning bid (highest in its lifetime, earliest on ties)",
