@@ -29,6 +29,7 @@ pub struct FileLock {
 pub enum TryLock {
     /// Another open file holds it; the holder's line, when it wrote one.
     Held(Option<String>),
+    /// The lock file could not be opened or locked.
     Io(io::Error),
 }
 

@@ -120,6 +120,7 @@ fn reach_check(t: i64, reach: Reach) -> Result<i64, String> {
 pub struct InputSchema {
     /// The job's name for the input (`left`, `events`, ...).
     pub name: String,
+    /// The column names, in the order the files or records carry them.
     pub columns: Vec<String>,
 }
 
@@ -143,6 +144,8 @@ impl InputSchema {
 pub struct Projection {
     /// The input projected (its name in the job's spec).
     pub input: String,
+    /// Per column of the job's rows: the input column it comes from (its
+    /// position in [`InputSchema::columns`]) and the type it is read as.
     pub columns: Vec<(usize, ColumnType)>,
     /// Under the `drop` late-event policy, the rule the source applies to
     /// this input's rows in partition order (see [`crate::source::late`]).
@@ -183,7 +186,6 @@ impl Projection {
         })
     }
 
-    /// Position, within the projected row, of source column `source`.
     /// Why the projected `row` breaks a rule, with the source column it
     /// came from, if it does.
     pub fn check(&self, row: &[Value]) -> Result<(), (usize, String)> {
@@ -193,6 +195,7 @@ impl Projection {
         Ok(())
     }
 
+    /// Position, within the projected row, of source column `source`.
     pub fn position_of(&self, source: usize) -> Option<usize> {
         self.columns.iter().position(|(i, _)| *i == source)
     }
@@ -250,8 +253,11 @@ pub struct UnknownColumn {
 /// (unique in the output; tables use them as the primary key).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputSchema {
+    /// The output's name: its file (`NAME.csv`) and its table.
     pub name: String,
+    /// The column names, in the order the output's rows carry them.
     pub columns: Vec<String>,
+    /// The positions in `columns` of the key columns.
     pub key: Vec<usize>,
 }
 

@@ -39,6 +39,7 @@ pub enum Dest {
 /// One exchange's counts.
 #[derive(Debug)]
 pub struct ExchangeCounts {
+    /// What the exchange is, as the report shows it (`join left (shuffle)`).
     pub name: String,
     received: Vec<AtomicU64>,
 }

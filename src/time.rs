@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 /// arithmetic and a function of the data only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TimeUnit {
+    /// Milliseconds since the Unix epoch (`ms`).
     Millis,
+    /// Seconds since the Unix epoch (`s`).
     Seconds,
 }
 

@@ -40,9 +40,14 @@ pub const KEY_INLINE: usize = 2;
 /// A typed value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Value {
+    /// SQL's null: a missing value (an empty field, the null marker, JSON
+    /// `null`).
     Null,
+    /// A 64-bit integer.
     Int(i64),
+    /// A float, totally ordered and hashed by its bits ([`F64`]).
     Float(F64),
+    /// Text, held inline when short.
     Str(CompactString),
 }
 
@@ -55,6 +60,7 @@ impl F64 {
     pub fn new(x: f64) -> Self {
         F64(if x == 0.0 { 0.0 } else { x })
     }
+    /// The float.
     pub fn get(self) -> f64 {
         self.0
     }
@@ -85,14 +91,17 @@ impl Ord for F64 {
 const _: () = assert!(std::mem::size_of::<Value>() == 24, "a Value is three words");
 
 impl Value {
+    /// A float value ([`F64::new`]: `-0.0` becomes `0.0`).
     pub fn float(x: f64) -> Value {
         Value::Float(F64::new(x))
     }
 
+    /// A string value, copied from `s`.
     pub fn str(s: &str) -> Value {
         Value::Str(CompactString::from(s))
     }
 
+    /// Whether it is [`Value::Null`].
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
