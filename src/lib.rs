@@ -16,7 +16,7 @@
 //! - [`ops`]: reusable differential operators the jobs are built from
 //!   (aggregates, relational joins and their skew strategies, event-time
 //!   windows, interval and temporal joins).
-//! - [`format`]: the rules of the text formats (CSV, JSON lines) that every
+//! - [`mod@format`]: the rules of the text formats (CSV, JSON lines) that every
 //!   reader of them shares.
 //! - [`source`]: readers turning CSV / JSON lines / text files and log topics
 //!   into typed rows, split across workers, with located errors for bad rows

@@ -194,7 +194,7 @@ pub enum LogError {
     RecordTooLarge {
         /// The record's frame after the length prefix, in bytes.
         size: u64,
-        /// The limit ([`super::record::MAX_BODY`]), in bytes.
+        /// The limit, in bytes (64 MiB).
         max: u64,
     },
 }
