@@ -14,8 +14,6 @@
 //! }
 //! ```
 
-#![warn(missing_docs)]
-
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -1,8 +1,6 @@
 //! What a job file imports: `use kappa::prelude::*;`. The built-in jobs in
 //! `jobs/` import exactly this, as a job in a user's crate does.
 
-#![warn(missing_docs)]
-
 pub use crate::job::Typed;
 pub use crate::job::{
     BuildContext, BuildError, DataContext, Dataflow, InputFormat, InputSpec, Inputs, Job, JobSpec,

@@ -5,8 +5,6 @@
 //! with a name already taken), so a deployment's job name always means one
 //! job.
 
-#![warn(missing_docs)]
-
 use std::sync::Arc;
 
 use thiserror::Error;

@@ -20,8 +20,6 @@
 //! assert_eq!(out["counts"], rows("a,2\nb,1"));
 //! ```
 
-#![warn(missing_docs)]
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -2,6 +2,7 @@
 //! against plain reference implementations.
 
 mod cli;
+mod cluster;
 mod common;
 mod crash_campaign;
 mod disk_faults;

@@ -18,6 +18,7 @@ macro_rules! outln {
     }};
 }
 
+mod cluster;
 mod jobs;
 mod log;
 mod nexmark;
@@ -59,6 +60,8 @@ enum Command {
     Table(table::TableArgs),
     /// Nexmark benchmark events: `gen` writes persons, auctions and bids to topics or CSV files.
     Nexmark(nexmark::NexmarkArgs),
+    /// Start the processes of one cluster run on this host: `kappa cluster -n 2 -- run JOB ...`.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Runs the command line `args` (the first is the program name) over the
@@ -78,6 +81,10 @@ where
         Command::Reprocess(args) => reprocess::reprocess(registry, args),
         Command::Table(args) => table::run(registry, args),
         Command::Nexmark(args) => nexmark::run(args),
+        Command::Cluster(args) => match cluster::cluster(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

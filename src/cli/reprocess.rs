@@ -98,6 +98,7 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
         log: args.log,
         table_db: table_db.to_path_buf(),
     };
+    args.options.refuse_processes()?;
     let (log, mut store) = paths.open()?;
     let (on_log, started) =
         OnLog::start_rollback(registry, &mut store, &log, &args.name, args.version)?;

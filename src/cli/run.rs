@@ -116,6 +116,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let params = args.late.with_params(&spec, &args.param)?;
     let workers = args.workers.config()?;
     let threads = workers.total_workers();
+    let (process, processes) = (workers.process, workers.processes);
     let format = args.format.map(|f| match f {
         FormatArg::Csv => Format::Csv,
         FormatArg::Jsonl => Format::Jsonl,
@@ -145,6 +146,17 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     let result = result.with_context(|| format!("job {} failed", spec.name))?;
+    if !result.holds_outputs {
+        let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
+        eprintln!(
+            "kappa run {}: process {} of {} done ({rows_in} rows in over all processes); process 0 commits the outputs to {}",
+            spec.name,
+            process,
+            processes,
+            output.display()
+        );
+        return Ok(());
+    }
     result.commit(&output, args.overwrite)?;
     tracing::info!(elapsed = ?result.elapsed, "outputs committed");
     eprint!("{}", summary(spec.name, threads, &result, &output));

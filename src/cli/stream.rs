@@ -122,6 +122,7 @@ pub struct StreamArgs {
 
 /// Plans the job named on the command line over its topics (`--table` renames its output).
 pub fn plan_on_log(registry: &Registry, args: &JobOnLogArgs, log: &Log) -> anyhow::Result<OnLog> {
+    args.options.refuse_processes()?;
     let job = registry.find(&args.job)?;
     let params = args.late.with_params(&job.spec(), &args.param)?;
     let mut on_log = OnLog::plan(job, &params, &args.input, log)?;
@@ -132,6 +133,12 @@ pub fn plan_on_log(registry: &Registry, args: &JobOnLogArgs, log: &Log) -> anyho
 }
 
 impl StreamOptions {
+    /// Runs over the log run in one process for now: refused before the
+    /// table store is touched, so a refused run leaves no trace.
+    pub fn refuse_processes(&self) -> anyhow::Result<()> {
+        Ok(self.workers.config()?.one_process("a run over the log")?)
+    }
+
     /// The settings of a run over the log and table store of `store`,
     /// stopped by SIGINT or SIGTERM at the next epoch boundary.
     pub fn settings(&self, store: &StoreArgs) -> anyhow::Result<StreamSettings> {
@@ -140,10 +147,11 @@ impl StreamOptions {
             signal_hook::flag::register(signal, stop.clone())
                 .context("cannot install signal handler")?;
         }
+        let workers = self.workers.config()?;
         Ok(StreamSettings {
             log_dir: store.log.log_dir.clone(),
             table_db: store.table_db.clone(),
-            workers: self.workers.config()?,
+            workers,
             options: self.on_bad_row.read_options(self.null.clone()),
             epochs: EpochConfig {
                 max_latency: Duration::from_millis(self.max_latency_ms),

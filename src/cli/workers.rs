@@ -24,6 +24,9 @@ pub struct WorkerArgs {
     /// File with one host:port per process, for cluster runs.
     #[arg(long, value_name = "FILE")]
     hostfile: Option<PathBuf>,
+    /// How long a cluster run waits for its other processes to connect.
+    #[arg(long, value_name = "SECONDS", default_value_t = WorkerConfig::CONNECT_TIMEOUT.as_secs())]
+    connect_timeout: u64,
 }
 
 impl WorkerArgs {
@@ -45,6 +48,7 @@ impl WorkerArgs {
             processes: self.processes.max(1),
             process: self.process,
             hostfile: self.hostfile.clone(),
+            connect_timeout: std::time::Duration::from_secs(self.connect_timeout),
         })
     }
 }

@@ -63,6 +63,10 @@ pub struct BatchOutput {
     pub late_dropped: Vec<u64>,
     /// The choices the planner made.
     pub decisions: Vec<String>,
+    /// This process holds the outputs: a one-process run, or the first
+    /// process of a cluster run (the only one that may commit them; the
+    /// others' `outputs` are empty).
+    pub holds_outputs: bool,
     /// How long the run took.
     pub elapsed: Duration,
 }
@@ -169,6 +173,7 @@ impl Batch {
             decisions,
         } = planned;
         let names = inputs.iter().map(|i| i.schema.name.clone());
+        let fingerprint = self.fingerprint(&decisions);
         let run = BatchRun {
             plan: plan.clone(),
             inputs: inputs.clone(),
@@ -176,6 +181,7 @@ impl Batch {
             workers: self.workers,
             progress: self.progress,
             stats: self.stats,
+            fingerprint,
         };
         let result = run.run()?;
         Ok(BatchOutput {
@@ -184,8 +190,24 @@ impl Batch {
             bad_rows: result.bad_rows,
             late_dropped: result.late_dropped,
             decisions,
+            holds_outputs: result.holds_outputs,
             elapsed: result.elapsed,
         })
+    }
+
+    /// What this process is about to run, for the runner's check that
+    /// every process of a cluster run runs the same: the job, its version,
+    /// the parameters as given, the read options and the planner's choices.
+    fn fingerprint(&self, decisions: &[String]) -> String {
+        let spec = self.job.spec();
+        let mut lines = vec![format!("job {} version {}", spec.name, spec.version)];
+        lines.extend(self.params.iter().map(|(n, v)| format!("param {n}={v}")));
+        lines.push(format!(
+            "format {:?}, read options {:?}",
+            self.format, self.options
+        ));
+        lines.extend(decisions.iter().map(|d| format!("decided {d}")));
+        lines.join("\n")
     }
 
     /// The given inputs matched to the job's, in spec order, headers read.
@@ -241,7 +263,15 @@ impl BatchOutput {
     /// Writes every output to `dir/NAME.csv`, then `dir/_SUCCESS`,
     /// atomically (see [`crate::sink::files`]); an existing output
     /// directory is replaced only if `overwrite`.
+    /// Only the process that [holds the outputs](BatchOutput::holds_outputs)
+    /// may commit them.
     pub fn commit(&self, dir: &Path, overwrite: bool) -> Result<(), EngineError> {
+        if !self.holds_outputs {
+            return Err(EngineError::Refused(
+                "this process of a cluster run does not hold the outputs: process 0 commits them"
+                    .into(),
+            ));
+        }
         files::check_target(dir, overwrite)?;
         files::commit(dir, &self.outputs)?;
         Ok(())

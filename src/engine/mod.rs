@@ -11,8 +11,6 @@
 //! (so the plan fits the spec); a deployment is resumed only by the job,
 //! version, parameters and inputs that created it ([`OnLog::matches`]).
 
-#![warn(missing_docs)]
-
 mod batch;
 mod error;
 mod on_log;

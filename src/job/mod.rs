@@ -14,8 +14,6 @@
 //! event time in the data, and anything order-sensitive (float sums, ties)
 //! is computed over sorted, consolidated values.
 
-#![warn(missing_docs)]
-
 mod io;
 mod params;
 mod plan;

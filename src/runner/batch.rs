@@ -20,13 +20,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
+use super::cluster;
 use super::combine::Combiner;
 use super::order;
 use super::outputs::collect_outputs;
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates};
 use crate::source::late::LateFilter;
-use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, SourceError};
+use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, RowLocation, SourceError};
 use crate::value::Row;
 
 /// Rows between two steps of the dataflow while reading, so that exchange
@@ -48,6 +51,10 @@ pub struct BatchRun {
     /// Counts records per worker at each exchange (`--stats`); `None`
     /// builds no counting step.
     pub stats: Option<Arc<crate::stats::Recorder>>,
+    /// What the caller planned, one fact per line (job, version,
+    /// parameters, the planner's decisions): in a cluster run, every
+    /// process must plan the same, and the runner checks it.
+    pub fingerprint: String,
 }
 
 /// What a batch run produced.
@@ -61,23 +68,54 @@ pub struct BatchResult {
     pub bad_rows: Vec<BadRows>,
     /// Late events dropped per input (only under the `drop` policy).
     pub late_dropped: Vec<u64>,
+    /// This process holds the outputs (a one-process run, or the first
+    /// process of a cluster run; the others' `outputs` are empty).
+    pub holds_outputs: bool,
     /// Wall time from the start of the run to its outputs gathered.
     pub elapsed: Duration,
 }
 
-/// What one worker hands back.
-struct WorkerResult {
-    outputs: Vec<Vec<(Row, isize)>>,
+/// What one worker tells every other at the end of a run: what it read,
+/// and why it failed, if it did.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct WorkerReport {
     rows_in: Vec<u64>,
     bad_rows: Vec<BadRows>,
     late_dropped: Vec<u64>,
+    /// The failure's place among all workers' failures (see
+    /// [`failure_order`]) and its message.
+    failure: Option<(FailureOrder, String)>,
+}
+
+/// Failures are reported in this order, so that the message does not
+/// depend on which worker got there first: errors other than bad rows
+/// first, then bad rows by location.
+type FailureOrder = (bool, Option<RowLocation>);
+
+fn failure_order(e: &SourceError) -> FailureOrder {
+    match e {
+        SourceError::BadRow { at, .. } => (true, Some(at.clone())),
+        _ => (false, None),
+    }
+}
+
+/// What one worker hands back to its process.
+struct WorkerResult {
+    /// The output changes gathered on this worker, sorted and consolidated
+    /// (on every worker of a one-process run; on the first process' workers
+    /// of a cluster run, the others hold none).
+    outputs: Vec<Vec<(Row, isize)>>,
+    /// This worker's own failure.
+    failure: Option<SourceError>,
+    /// Every worker's report, in worker order.
+    reports: Vec<WorkerReport>,
 }
 
 impl BatchRun {
-    /// Runs the job to completion.
+    /// Runs the job to completion (this process' part of it, in a cluster
+    /// run: the outputs are gathered on the first process).
     pub fn run(self) -> Result<BatchResult, RunError> {
         let started = Instant::now();
-        let config = self.workers.timely_config()?;
         let chunks = plan_chunks(&self.inputs, &self.plan, self.workers.total_workers())?;
         let shared = Arc::new(Shared {
             run: self,
@@ -86,48 +124,91 @@ impl BatchRun {
             started,
         });
         let worker_shared = shared.clone();
-        let guards = timely::execute(config, move |worker| worker_shared.work(worker))
-            .map_err(RunError::Timely)?;
         let mut results = Vec::new();
-        let mut errors = Vec::new();
-        for result in guards.join() {
-            match result.map_err(RunError::WorkerPanic)? {
-                Ok(r) => results.push(r),
-                Err(e) => errors.push(e),
-            }
+        for result in shared
+            .run
+            .workers
+            .run(move |worker| worker_shared.work(worker))?
+        {
+            // A build or agreement error is every worker's alike.
+            results.push(result?);
         }
-        if let Some(e) = first_error(errors) {
-            return Err(e);
-        }
+        let reports = results
+            .first()
+            .map(|r| r.reports.clone())
+            .unwrap_or_default();
+        shared.fail_as_one(&mut results, &reports)?;
         let n_inputs = shared.run.inputs.len();
         let mut result = BatchResult {
-            outputs: vec![Vec::new(); shared.run.plan.outputs.len()],
+            outputs: Vec::new(),
             rows_in: vec![0; n_inputs],
             bad_rows: vec![BadRows::default(); n_inputs],
             late_dropped: vec![0; n_inputs],
+            holds_outputs: shared.run.workers.is_first_process(),
             elapsed: Duration::ZERO,
         };
-        let mut runs: Vec<Vec<Vec<(Row, isize)>>> = vec![Vec::new(); result.outputs.len()];
-        for r in results {
-            for (all, part) in runs.iter_mut().zip(r.outputs) {
-                all.push(part);
-            }
+        for r in reports {
             for i in 0..n_inputs {
                 result.rows_in[i] += r.rows_in[i];
                 result.bad_rows[i].merge(r.bad_rows[i].clone());
                 result.late_dropped[i] += r.late_dropped[i];
             }
         }
-        for ((schema, rows), runs) in shared
-            .run
-            .plan
-            .outputs
+        result.outputs = shared.merge_outputs(results)?;
+        result.elapsed = started.elapsed();
+        tracing::info!(elapsed = ?result.elapsed, "outputs gathered");
+        Ok(result)
+    }
+}
+
+impl Shared {
+    /// Fails the run, in every process alike, with the first failure of
+    /// any worker (in [`failure_order`]): this process' own error if the
+    /// worker is here, else the other process' message.
+    fn fail_as_one(
+        &self,
+        results: &mut [WorkerResult],
+        reports: &[WorkerReport],
+    ) -> Result<(), RunError> {
+        let first = reports
             .iter()
-            .zip(&mut result.outputs)
-            .zip(runs)
-        {
-            // The workers' runs are sorted: one merge puts them in order.
-            *rows = order::merge_runs(runs);
+            .enumerate()
+            .filter_map(|(w, r)| {
+                r.failure
+                    .as_ref()
+                    .map(|(order, message)| (order, w, message))
+            })
+            .min();
+        let Some((_, worker, message)) = first else {
+            return Ok(());
+        };
+        let threads = self.run.workers.threads;
+        let here = self.run.workers.process * threads;
+        let local = worker.checked_sub(here).and_then(|w| results.get_mut(w));
+        match local.and_then(|r| r.failure.take()) {
+            Some(e) => Err(RunError::Source(e)),
+            None => Err(RunError::Peer {
+                process: worker / threads,
+                message: message.clone(),
+            }),
+        }
+    }
+
+    /// The outputs, from the workers' sorted runs (one merge puts them in
+    /// order); a negative count is a job bug.
+    fn merge_outputs(
+        &self,
+        results: Vec<WorkerResult>,
+    ) -> Result<Vec<Vec<(Row, isize)>>, RunError> {
+        let mut runs: Vec<Vec<Vec<(Row, isize)>>> = vec![Vec::new(); self.run.plan.outputs.len()];
+        for r in results {
+            for (all, part) in runs.iter_mut().zip(r.outputs) {
+                all.push(part);
+            }
+        }
+        let mut outputs = Vec::new();
+        for (schema, runs) in self.run.plan.outputs.iter().zip(runs) {
+            let rows = order::merge_runs(runs);
             if let Some((row, n)) = rows.iter().find(|(_, n)| *n < 0) {
                 return Err(RunError::NegativeMultiplicity {
                     output: schema.name.clone(),
@@ -135,25 +216,34 @@ impl BatchRun {
                     count: *n,
                 });
             }
+            outputs.push(rows);
         }
-        result.elapsed = started.elapsed();
-        tracing::info!(elapsed = ?result.elapsed, "outputs gathered");
-        Ok(result)
+        Ok(outputs)
     }
-}
 
-/// The error at the smallest row location (deterministic across worker counts).
-fn first_error(mut errors: Vec<RunError>) -> Option<RunError> {
-    use RunError::Source;
-    errors.sort_by(|a, b| match (a, b) {
-        (Source(SourceError::BadRow { at: x, .. }), Source(SourceError::BadRow { at: y, .. })) => {
-            x.cmp(y)
+    /// What this worker is about to run, one fact per line: every process
+    /// of a cluster run must say the same.
+    fn fingerprint(&self) -> String {
+        use std::fmt::Write;
+        let mut text = self.run.fingerprint.clone();
+        let w = &self.run.workers;
+        let _ = write!(text, "\nworkers {} x {} processes", w.threads, w.processes);
+        for p in &self.run.plan.inputs {
+            let _ = write!(text, "\nreads {p:?}");
         }
-        (Source(SourceError::BadRow { .. }), _) => std::cmp::Ordering::Greater,
-        (_, Source(SourceError::BadRow { .. })) => std::cmp::Ordering::Less,
-        _ => std::cmp::Ordering::Equal,
-    });
-    errors.into_iter().next()
+        for o in &self.run.plan.outputs {
+            let _ = write!(text, "\nwrites {o:?}");
+        }
+        for (i, input) in self.run.inputs.iter().enumerate() {
+            for f in &input.files {
+                let _ = write!(text, "\ninput {i} file {}", f.display());
+            }
+        }
+        for c in &self.chunks {
+            let _ = write!(text, "\nchunk {c:?}");
+        }
+        text
+    }
 }
 
 /// Cuts every input file into about `workers` chunks. Files of an input
@@ -217,26 +307,37 @@ impl Shared {
     fn work(&self, worker: &mut timely::worker::Worker) -> Result<WorkerResult, RunError> {
         let index = worker.index();
         let plan = &self.run.plan;
+        cluster::agree(worker, &self.fingerprint(), self.run.workers.threads)?;
+        // Across processes, the outputs go to the first process' workers.
+        let gather = (self.run.workers.processes > 1).then_some(self.run.workers.threads);
         let (sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
             let _stats = self.run.stats.clone().map(crate::stats::install);
             let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly)?;
-            Ok::<_, RunError>((sessions, collect_outputs(outputs)))
+            Ok::<_, RunError>((sessions, collect_outputs(outputs, gather)))
         })?;
         let reads = self.read_chunks(worker, sessions);
         tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "inputs read");
         // The inputs are closed: the dataflow runs to completion.
         while worker.step_or_park(None) {}
         tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "dataflow complete");
-        if let Some(e) = reads.failure {
-            return Err(RunError::Source(e));
-        }
-        let mut outputs = std::mem::take(&mut *collected.borrow_mut());
-        outputs.iter_mut().for_each(order::sort_consolidate);
-        Ok(WorkerResult {
-            outputs,
+        let report = WorkerReport {
             rows_in: reads.rows_in,
             bad_rows: reads.bad_rows,
             late_dropped: reads.late_dropped,
+            failure: reads
+                .failure
+                .as_ref()
+                .map(|e| (failure_order(e), e.to_string())),
+        };
+        let reports = cluster::all_gather(worker, &report)?;
+        let mut outputs = std::mem::take(&mut *collected.borrow_mut());
+        if reads.failure.is_none() {
+            outputs.iter_mut().for_each(order::sort_consolidate);
+        }
+        Ok(WorkerResult {
+            outputs,
+            failure: reads.failure,
+            reports,
         })
     }
 

@@ -91,7 +91,7 @@ pub fn run_timed(
         let (plan, inputs) = &*shared;
         let (mut sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, outputs) = plan.instantiate(scope, updates)?;
-            Ok::<_, RunError>((sessions, collect_outputs(outputs)))
+            Ok::<_, RunError>((sessions, collect_outputs(outputs, None)))
         })?;
         for (session, updates) in sessions.iter_mut().zip(inputs) {
             for (row, t, n) in updates.iter().skip(index).step_by(peers) {

@@ -5,18 +5,20 @@
 //! that running across machines is a flag away rather than a rewrite.
 
 pub mod batch;
+mod cluster;
 pub(crate) mod combine;
 mod commit;
 pub mod memory;
+mod network;
 pub mod order;
 mod outputs;
 pub mod stream;
 pub mod verify;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use thiserror::Error;
-use timely::CommunicationConfig;
 
 use crate::source::SourceError;
 
@@ -31,9 +33,14 @@ pub struct WorkerConfig {
     pub process: usize,
     /// One `host:port` per line, a line per process.
     pub hostfile: Option<PathBuf>,
+    /// How long a cluster run waits for its other processes to connect.
+    pub connect_timeout: Duration,
 }
 
 impl WorkerConfig {
+    /// How long a cluster run waits for its peers unless told otherwise.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
     /// `threads` workers in this process.
     pub fn threads(threads: usize) -> Self {
         WorkerConfig {
@@ -41,6 +48,7 @@ impl WorkerConfig {
             processes: 1,
             process: 0,
             hostfile: None,
+            connect_timeout: Self::CONNECT_TIMEOUT,
         }
     }
 
@@ -49,26 +57,70 @@ impl WorkerConfig {
         self.threads * self.processes
     }
 
-    /// The timely configuration.
-    pub fn timely_config(&self) -> Result<timely::Config, RunError> {
+    /// Starts `func` on this process' workers: threads in this process, or
+    /// this process' part of a cluster run (connected to the others first).
+    fn execute<T, F>(&self, func: F) -> Result<timely::communication::WorkerGuards<T>, RunError>
+    where
+        T: Send + 'static,
+        F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
+    {
         if self.processes <= 1 {
-            return Ok(timely::Config::process(self.threads));
+            return timely::execute(timely::Config::process(self.threads), func)
+                .map_err(RunError::Timely);
         }
-        // The batch runner gathers outputs from its own process' workers; until
-        // outputs are exchanged to process 0, a multi-process batch run would
-        // write only part of the result, so refuse it rather than be wrong.
+        network::execute(self, &self.addresses()?, func)
+    }
+
+    /// Runs `func` on this process' workers to the end; what each returned,
+    /// in worker order. A worker's panic is an error; in a cluster run, so
+    /// is a lost peer (which makes every worker here panic), reported as the
+    /// process that was lost rather than as the panics that followed.
+    pub fn run<T, F>(&self, func: F) -> Result<Vec<T>, RunError>
+    where
+        T: Send + 'static,
+        F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
+    {
+        let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.execute(func).map(|guards| guards.join())
+        }));
+        if let Some((peer, how)) = network::lost_peer() {
+            let address = self.addresses().ok().and_then(|a| a.get(peer).cloned());
+            return Err(RunError::Cluster(format!(
+                "lost process {peer}{}: {how}; every process of the run stops, and nothing was committed",
+                address.map_or(String::new(), |a| format!(" ({a})"))
+            )));
+        }
+        match joined {
+            Err(panic) => Err(RunError::WorkerPanic(network::panic_message(&*panic))),
+            Ok(results) => results?
+                .into_iter()
+                .map(|r| r.map_err(RunError::WorkerPanic))
+                .collect(),
+        }
+    }
+
+    /// Refuses a cluster run for a runner that runs in one process only.
+    pub fn one_process(&self, what: &str) -> Result<(), RunError> {
+        if self.processes <= 1 {
+            return Ok(());
+        }
         Err(RunError::Unsupported(format!(
-            "{} processes: this runner runs in one process for now (use --workers)",
+            "{what} across {} processes: it runs in one process for now (use --workers)",
             self.processes
         )))
     }
 
-    /// The cluster configuration (used once runners gather across processes).
-    pub fn cluster_config(&self) -> Result<timely::Config, RunError> {
+    /// This process is the first of its run (the one that commits).
+    pub fn is_first_process(&self) -> bool {
+        self.process == 0
+    }
+
+    /// The processes' addresses: the host file's first `processes` lines.
+    fn addresses(&self) -> Result<Vec<String>, RunError> {
         let hostfile = self
             .hostfile
             .as_ref()
-            .ok_or_else(|| RunError::Unsupported("--processes needs --hostfile".into()))?;
+            .ok_or_else(|| RunError::Cluster("--processes needs --hostfile".into()))?;
         let text = std::fs::read_to_string(hostfile)
             .map_err(|e| RunError::Source(SourceError::io(hostfile, e)))?;
         let addresses: Vec<String> = text
@@ -79,23 +131,14 @@ impl WorkerConfig {
             .take(self.processes)
             .collect();
         if addresses.len() < self.processes {
-            return Err(RunError::Unsupported(format!(
+            return Err(RunError::Cluster(format!(
                 "{} lists {} hosts for {} processes",
                 hostfile.display(),
                 addresses.len(),
                 self.processes
             )));
         }
-        Ok(timely::Config {
-            communication: CommunicationConfig::Cluster {
-                threads: self.threads,
-                process: self.process,
-                addresses,
-                report: false,
-                zerocopy: false,
-            },
-            worker: timely::WorkerConfig::default(),
-        })
+        Ok(addresses)
     }
 }
 
@@ -161,6 +204,17 @@ pub enum RunError {
         log_end: u64,
         /// What does not match: the end, or the last applied record.
         detail: String,
+    },
+    /// The processes of a cluster run do not agree, or cannot talk.
+    #[error("cluster: {0}")]
+    Cluster(String),
+    /// Another process of a cluster run failed (its own error is reported there).
+    #[error("process {process} failed: {message}")]
+    Peer {
+        /// The process whose worker failed.
+        process: usize,
+        /// Its error.
+        message: String,
     },
     /// A configuration this runner cannot run (yet).
     #[error("unsupported: {0}")]

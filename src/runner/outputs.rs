@@ -7,9 +7,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use differential_dataflow::Hashable;
 use differential_dataflow::VecCollection;
 use timely::dataflow::ProbeHandle;
-use timely::dataflow::channels::pact::{ParallelizationContract, Pipeline};
+use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
 use timely::dataflow::operators::generic::operator::Operator;
 use timely::progress::frontier::MutableAntichain;
 
@@ -54,16 +55,30 @@ pub fn sink_outputs<'s, P>(
         });
 }
 
-/// Collects, on this worker, the output changes made here: per output
-/// (plan order), `(row, diff)` pairs, unsorted and unconsolidated.
-pub fn collect_outputs(outputs: Vec<Rows<'_>>) -> Rc<RefCell<Vec<OutputRows>>> {
+/// Collects the output changes: per output (plan order), `(row, diff)`
+/// pairs, unsorted and unconsolidated. With `gather: None`, each worker
+/// keeps the changes made on it; with `Some(n)`, they go to workers
+/// `0..n` by the row's hash (the first process' workers of a cluster run,
+/// which then hold every change; the others' collections stay empty).
+pub fn collect_outputs(
+    outputs: Vec<Rows<'_>>,
+    gather: Option<usize>,
+) -> Rc<RefCell<Vec<OutputRows>>> {
     let collected = Rc::new(RefCell::new(vec![Vec::new(); outputs.len()]));
     let into = collected.clone();
-    sink_outputs(outputs, Pipeline, None, move |changes, _frontier| {
+    let keep = move |changes: &mut Vec<OutputChange>, _: &MutableAntichain<Time>| {
         let mut into = into.borrow_mut();
         for ((output, row), _time, diff) in changes.drain(..) {
             into[output].push((row, diff));
         }
-    });
+    };
+    match gather {
+        None => sink_outputs(outputs, Pipeline, None, keep),
+        Some(n) => {
+            let n = n.max(1) as u64;
+            let to = Exchange::new(move |((_, row), _, _): &OutputChange| row.hashed() % n);
+            sink_outputs(outputs, to, None, keep)
+        }
+    }
     collected
 }

@@ -197,7 +197,7 @@ impl Feed<'_> {
 impl StreamRun {
     /// Runs until stopped, caught up (if asked) or failed.
     pub fn run(self) -> Result<StreamResult, RunError> {
-        let config = self.workers.timely_config()?;
+        self.workers.one_process("a stream")?;
         let mut store = TableStore::open(&self.table_db)?;
         // Take the deployment over before reading where it stands: no commit
         // of an earlier owner can land after this.
@@ -238,7 +238,7 @@ impl StreamRun {
             awaiting_catch_up: AtomicBool::new(building),
             retired: AtomicBool::new(false),
         });
-        let result = shared.clone().execute(config);
+        let result = shared.clone().execute();
         if result.is_err() && shared.run.claim.created {
             // Best effort: the run's own error is the one to report.
             let _ = TableStore::open(&shared.run.table_db)
@@ -249,13 +249,11 @@ impl StreamRun {
 }
 
 impl Shared {
-    fn execute(self: Arc<Self>, config: timely::Config) -> Result<StreamResult, RunError> {
+    fn execute(self: Arc<Self>) -> Result<StreamResult, RunError> {
         let shared = self.clone();
-        let guards =
-            timely::execute(config, move |worker| shared.work(worker)).map_err(RunError::Timely)?;
         let mut bad_rows = BadRows::default();
-        for result in guards.join() {
-            bad_rows.merge(result.map_err(RunError::WorkerPanic)?);
+        for result in self.run.workers.run(move |worker| shared.work(worker))? {
+            bad_rows.merge(result);
         }
         if let Some(e) = self.failure.lock().expect("failure slot poisoned").take() {
             return Err(e);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 /// Where a bad row comes from: a line of a file, or a record of a log topic.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Place {
     /// A 1-based line of a file.
     Line {
@@ -28,7 +28,7 @@ pub enum Place {
 }
 
 /// Where a bad row (or field) is, and the column to blame if there is one.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct RowLocation {
     /// The line or record the row came from.
     pub place: Place,

@@ -95,7 +95,7 @@ impl ReadOptions {
 }
 
 /// Bad rows met while reading under [`BadRowPolicy::Skip`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BadRows {
     /// Bad rows met, all of them.
     pub count: u64,

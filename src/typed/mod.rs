@@ -16,8 +16,6 @@
 //! field is not optional, so the conversion cannot fail for rows that came
 //! through a source.
 
-#![warn(missing_docs)]
-
 mod de;
 mod probe;
 mod ser;
