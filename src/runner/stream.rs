@@ -313,8 +313,10 @@ impl Shared {
                 to_committer,
                 Some(&probe),
                 move |changes, frontier| {
-                    if let Some(committer) = committer.as_mut() {
-                        shared.commit(committer, changes, frontier);
+                    match committer.as_mut() {
+                        Some(committer) => shared.commit(committer, changes, frontier),
+                        // Every change goes to worker 0; none arrive here.
+                        None => changes.clear(),
                     }
                 },
             );
