@@ -81,6 +81,22 @@ impl Recorder {
         self.exchanges.lock().expect("stats poisoned").clone()
     }
 
+    /// Records received per worker, per exchange (build order): what a
+    /// process of a cluster run reports to the first one.
+    pub fn received(&self) -> Vec<Vec<u64>> {
+        self.exchanges().iter().map(|e| e.received()).collect()
+    }
+
+    /// Adds another process' counts ([`Recorder::received`]) to these:
+    /// every process builds the same exchanges in the same order.
+    pub fn absorb(&self, other: &[Vec<u64>]) {
+        for (mine, theirs) in self.exchanges().iter().zip(other) {
+            for (counter, n) in mine.received.iter().zip(theirs) {
+                counter.fetch_add(*n, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// A table for stderr: exchange, records per worker, max / mean.
     pub fn table(&self) -> String {
         let exchanges = self.exchanges();

@@ -562,3 +562,49 @@ fn runs_over_the_log_refuse_several_processes_before_touching_the_store() {
     );
     assert!(!db.exists(), "a refused stream created the table store");
 }
+
+/// The `--stats` table: the lines from the `exchange` header on, without
+/// the `[pI] ` prefix the launcher adds.
+fn stats_table(stderr: &str) -> Vec<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(|l| l.strip_prefix("[p0] ").unwrap_or(l))
+        .collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("exchange"))
+        .unwrap_or_else(|| panic!("no --stats table in:\n{stderr}"));
+    lines[start..]
+        .iter()
+        .take_while(|l| !l.is_empty() && !l.starts_with("[p"))
+        .map(|l| l.to_string())
+        .collect()
+}
+
+#[test]
+fn stats_count_the_exchanges_of_every_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, workers: &str| {
+        strings(&[
+            "run",
+            "followers",
+            "-i",
+            &format!("follows={}", repo("data/follows.csv")),
+            "-i",
+            &format!("posts={}", repo("data/posts.csv")),
+            "-p",
+            "strategy=skew",
+            "--stats",
+            "--workers",
+            workers,
+            "-o",
+            dir.path().join(name).to_str().unwrap(),
+        ])
+    };
+    let one = stats_table(&ok(&run("one", "2")));
+    let mut two = strings(&["cluster", "-n", "2", "--"]);
+    two.extend(run("two", "1"));
+    let two = stats_table(&ok(&two));
+    assert!(one.len() > 2, "{one:?}");
+    assert_eq!(two, one, "2 processes x 1 worker count like 1 x 2");
+}

@@ -85,6 +85,9 @@ struct WorkerReport {
     /// The failure's place among all workers' failures (see
     /// [`failure_order`]) and its message.
     failure: Option<(FailureOrder, String)>,
+    /// Under `--stats`, from the first worker of each process: the
+    /// process' exchange counts ([`crate::stats::Recorder::received`]).
+    exchanges: Vec<Vec<u64>>,
 }
 
 /// Failures are reported in this order, so that the message does not
@@ -147,6 +150,7 @@ impl BatchRun {
             holds_outputs: shared.run.workers.is_first_process(),
             elapsed: Duration::ZERO,
         };
+        shared.absorb_stats(&reports);
         for r in reports {
             for i in 0..n_inputs {
                 result.rows_in[i] += r.rows_in[i];
@@ -191,6 +195,19 @@ impl Shared {
                 process: worker / threads,
                 message: message.clone(),
             }),
+        }
+    }
+
+    /// Adds the other processes' exchange counts to this process' recorder,
+    /// so that `--stats` shows every worker of a cluster run.
+    fn absorb_stats(&self, reports: &[WorkerReport]) {
+        let (Some(stats), w) = (&self.run.stats, &self.run.workers) else {
+            return;
+        };
+        for (worker, report) in reports.iter().enumerate() {
+            if worker / w.threads != w.process {
+                stats.absorb(&report.exchanges);
+            }
         }
     }
 
@@ -328,6 +345,10 @@ impl Shared {
                 .failure
                 .as_ref()
                 .map(|e| (failure_order(e), e.to_string())),
+            exchanges: match &self.run.stats {
+                Some(stats) if index % self.run.workers.threads == 0 => stats.received(),
+                _ => Vec::new(),
+            },
         };
         let reports = cluster::all_gather(worker, &report)?;
         let mut outputs = std::mem::take(&mut *collected.borrow_mut());
