@@ -519,50 +519,6 @@ fn a_process_that_never_starts_is_named_after_the_connect_timeout() {
     );
 }
 
-#[test]
-fn runs_over_the_log_refuse_several_processes_before_touching_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let hosts = hostfile(dir.path(), 2);
-    let db = dir.path().join("tables.db");
-    let log = dir.path().join("log");
-    let log_dir = log.to_str().unwrap();
-    ok(&strings(&["log", "create", "orders", "--log-dir", log_dir]));
-    let orders = repo("data/orders.csv");
-    ok(&strings(&[
-        "log",
-        "produce",
-        "orders",
-        "--log-dir",
-        log_dir,
-        "--file",
-        &orders,
-    ]));
-    let args = strings(&[
-        "stream",
-        "count-by",
-        "-i",
-        "input=orders",
-        "-p",
-        "key=customer",
-        "--log-dir",
-        dir.path().join("log").to_str().unwrap(),
-        "--table-db",
-        db.to_str().unwrap(),
-        "--processes",
-        "2",
-        "--process",
-        "0",
-        "--hostfile",
-        hosts.to_str().unwrap(),
-    ]);
-    let err = fails(&args);
-    assert!(
-        err.contains("across 2 processes: it runs in one process for now"),
-        "{err}"
-    );
-    assert!(!db.exists(), "a refused stream created the table store");
-}
-
 /// The `--stats` table: the lines from the `exchange` header on, without
 /// the `[pI] ` prefix the launcher adds.
 fn stats_table(stderr: &str) -> Vec<String> {

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cluster;
+mod cluster_stream;
 mod common;
 mod crash_campaign;
 mod disk_faults;

@@ -15,7 +15,7 @@ use kappa::value::Value;
 use crate::common::{Rng, World};
 
 /// Events: `user,user_id,ts,page,amount` with nulls and repeats.
-fn events(rng: &mut Rng, n: usize) -> Vec<String> {
+pub(crate) fn events(rng: &mut Rng, n: usize) -> Vec<String> {
     let mut ts = 1000;
     (0..n)
         .map(|_| {
@@ -33,7 +33,7 @@ fn events(rng: &mut Rng, n: usize) -> Vec<String> {
 }
 
 /// Users changelog: `user_id,country`, with later updates of the same keys.
-fn users(rng: &mut Rng) -> Vec<String> {
+pub(crate) fn users(rng: &mut Rng) -> Vec<String> {
     let mut rows: Vec<String> = (0..20)
         .map(|u| format!("u{u},{}", ["fr", "de", "jp"][u % 3]))
         .collect();
@@ -85,14 +85,14 @@ fn csv_field(v: &Value) -> String {
     v.to_string()
 }
 
-struct StreamJob {
-    job: &'static str,
-    output: &'static str,
-    inputs: &'static [(&'static str, &'static str)],
-    params: &'static [&'static str],
+pub(crate) struct StreamJob {
+    pub job: &'static str,
+    pub output: &'static str,
+    pub inputs: &'static [(&'static str, &'static str)],
+    pub params: &'static [&'static str],
 }
 
-const JOBS: &[StreamJob] = &[
+pub(crate) const JOBS: &[StreamJob] = &[
     StreamJob {
         job: "group-by",
         output: "groups",
@@ -144,7 +144,7 @@ fn wait_for_commit(w: &World, output: &str) {
     }
 }
 
-fn stream_args(job: &StreamJob) -> Vec<String> {
+pub(crate) fn stream_args(job: &StreamJob) -> Vec<String> {
     let mut args = vec!["stream".to_string(), job.job.to_string(), "--quiet".into()];
     for (name, topic) in job.inputs {
         args.push("-i".into());

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::stream::{
@@ -12,6 +13,7 @@ use super::stream::{
 use crate::engine::OnLog;
 use crate::registry::Registry;
 use crate::runner::stream::CatchUp;
+use crate::table::TableStore;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SwapMode {
@@ -60,6 +62,10 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
     let options = &args.job.options;
     let log = args.job.store.open_log()?;
     let on_log = plan_on_log(registry, &args.job, &log)?;
+    let catch_up = args.swap.catch_up(options);
+    if !options.first_process()? {
+        return run_and_report(on_log, None, options, &args.job.store, Some(catch_up));
+    }
     let mut store = args.job.store.open_store()?;
     let outputs = on_log.output_names().join(",");
     let started = on_log.start_building(&mut store, &log, args.from_earliest_available)?;
@@ -71,8 +77,13 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
         ),
     }
     drop(store);
-    let catch_up = args.swap.catch_up(options);
-    run_and_report(on_log, started, options, &args.job.store, Some(catch_up))
+    run_and_report(
+        on_log,
+        Some(started),
+        options,
+        &args.job.store,
+        Some(catch_up),
+    )
 }
 
 /// `kappa table rollback NAME`.
@@ -98,7 +109,16 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
         log: args.log,
         table_db: table_db.to_path_buf(),
     };
-    args.options.refuse_processes()?;
+    let catch_up = args.swap.catch_up(&args.options);
+    if !args.options.first_process()? {
+        // The catalog is read for the version's job and parameters, never written.
+        let log = paths.open_log()?;
+        let store = TableStore::open_existing(table_db)
+            .with_context(|| format!("cannot read table store {}", table_db.display()))?;
+        let on_log = OnLog::rollback_plan(registry, &store, &log, &args.name, args.version)?;
+        drop(store);
+        return run_and_report(on_log, None, &args.options, &paths, Some(catch_up));
+    }
     let (log, mut store) = paths.open()?;
     let (on_log, started) =
         OnLog::start_rollback(registry, &mut store, &log, &args.name, args.version)?;
@@ -107,6 +127,5 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
         args.name, started.deployment.version
     );
     drop(store);
-    let catch_up = args.swap.catch_up(&args.options);
-    run_and_report(on_log, started, &args.options, &paths, Some(catch_up))
+    run_and_report(on_log, Some(started), &args.options, &paths, Some(catch_up))
 }

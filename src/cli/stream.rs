@@ -122,7 +122,6 @@ pub struct StreamArgs {
 
 /// Plans the job named on the command line over its topics (`--table` renames its output).
 pub fn plan_on_log(registry: &Registry, args: &JobOnLogArgs, log: &Log) -> anyhow::Result<OnLog> {
-    args.options.refuse_processes()?;
     let job = registry.find(&args.job)?;
     let params = args.late.with_params(&job.spec(), &args.param)?;
     let mut on_log = OnLog::plan(job, &params, &args.input, log)?;
@@ -133,10 +132,18 @@ pub fn plan_on_log(registry: &Registry, args: &JobOnLogArgs, log: &Log) -> anyho
 }
 
 impl StreamOptions {
-    /// Runs over the log run in one process for now: refused before the
-    /// table store is touched, so a refused run leaves no trace.
-    pub fn refuse_processes(&self) -> anyhow::Result<()> {
-        Ok(self.workers.config()?.one_process("a run over the log")?)
+    /// Whether this is the first process of its run (or the only one):
+    /// the one that opens the table store and commits. The others only
+    /// read their partitions and never touch the store.
+    pub fn first_process(&self) -> anyhow::Result<bool> {
+        let workers = self.workers.config()?;
+        if !workers.is_first_process() {
+            eprintln!(
+                "kappa: process {} of {} reads its share of the partitions; process 0 commits",
+                workers.process, workers.processes
+            );
+        }
+        Ok(workers.is_first_process())
     }
 
     /// The settings of a run over the log and table store of `store`,
@@ -167,7 +174,7 @@ impl StreamOptions {
 /// Runs `on_log` into `started`'s tables and reports how it ended.
 pub fn run_and_report(
     on_log: OnLog,
-    started: Started,
+    started: Option<Started>,
     options: &StreamOptions,
     store: &StoreArgs,
     catch_up: Option<CatchUp>,
@@ -182,7 +189,14 @@ pub fn run_and_report(
             other => other.into(),
         });
     let result = result.context("stream failed")?;
-    eprintln!("kappa stream: stopped after {} records", result.records);
+    let workers = &settings.workers;
+    match workers.processes {
+        1 => eprintln!("kappa stream: stopped after {} records", result.records),
+        n => eprintln!(
+            "kappa stream: process {} of {n} stopped after reading {} records",
+            workers.process, result.records
+        ),
+    }
     if result.bad_rows.count > 0 {
         eprintln!("skipped {} bad records; first ones:", result.bad_rows.count);
         for (at, problem) in &result.bad_rows.examples {
@@ -199,6 +213,9 @@ pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
     let args = args.job;
     let log = args.store.open_log()?;
     let on_log = plan_on_log(registry, &args, &log)?;
+    if !args.options.first_process()? {
+        return run_and_report(on_log, None, &args.options, &args.store, None);
+    }
     // A store this command creates is removed again if it fails before
     // anything is committed to it.
     let fresh = !args.store.table_db.exists();
@@ -222,5 +239,5 @@ fn open_and_stream(args: &JobOnLogArgs, on_log: OnLog) -> anyhow::Result<()> {
         false => eprintln!("kappa stream: resuming {outputs} {version} from its committed offsets"),
     }
     drop(store);
-    run_and_report(on_log, started, &args.options, &args.store, None)
+    run_and_report(on_log, Some(started), &args.options, &args.store, None)
 }

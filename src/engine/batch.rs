@@ -199,9 +199,7 @@ impl Batch {
     /// every process of a cluster run runs the same: the job, its version,
     /// the parameters as given, the read options and the planner's choices.
     fn fingerprint(&self, decisions: &[String]) -> String {
-        let spec = self.job.spec();
-        let mut lines = vec![format!("job {} version {}", spec.name, spec.version)];
-        lines.extend(self.params.iter().map(|(n, v)| format!("param {n}={v}")));
+        let mut lines = describe_job(&*self.job, &self.params);
         lines.push(format!(
             "format {:?}, read options {:?}",
             self.format, self.options
@@ -326,4 +324,13 @@ impl DataContext for FilesContext<'_> {
         tracing::info!("{note}");
         self.decisions.borrow_mut().push(note);
     }
+}
+
+/// The job, its version and its parameters, a line each: what every process
+/// of a cluster run must run alike.
+pub(super) fn describe_job(job: &dyn Job, params: &[(String, String)]) -> Vec<String> {
+    let spec = job.spec();
+    let mut lines = vec![format!("job {} version {}", spec.name, spec.version)];
+    lines.extend(params.iter().map(|(n, v)| format!("param {n}={v}")));
+    lines
 }

@@ -277,11 +277,41 @@ impl OnLog {
                 previous.version, previous.state
             )));
         }
-        let mut on_log = OnLog::for_deployment(registry, &previous, log)?;
-        on_log.name_outputs_as(&previous);
+        let on_log = OnLog::for_deployment(registry, &previous, log)?;
         let started = Started::claim(store, previous, false)?;
         store.reopen(started.deployment.id)?;
         Ok((on_log, started))
+    }
+
+    /// The job [`OnLog::start_rollback`] resumes, as the other processes of
+    /// a cluster run find it, reading the catalog only: the version given,
+    /// else the one swapped out last, retired or (if process 0 was first)
+    /// reopened already. Process 0 checks the rest; the startup agreement
+    /// refuses the run if they found different jobs.
+    pub fn rollback_plan(
+        registry: &Registry,
+        store: &TableStore,
+        log: &Log,
+        output: &str,
+        version: Option<TableVersion>,
+    ) -> Result<OnLog, EngineError> {
+        let d = match version {
+            Some(v) => store.find_by_output(output, Some(v.0))?,
+            None => store
+                .deployments_of(output)?
+                .into_iter()
+                .filter(|d| {
+                    matches!(
+                        d.state,
+                        DeploymentState::Retired | DeploymentState::Building
+                    ) && d.swapped_at.is_some()
+                })
+                .max_by_key(|d| (d.swapped_at, d.version))
+                .ok_or_else(|| {
+                    EngineError::Refused(format!("{output} has no retired version to roll back to"))
+                })?,
+        };
+        OnLog::for_deployment(registry, &d, log)
     }
 
     /// The job that built `d`, planned as it was: refused when this program
@@ -306,23 +336,28 @@ impl OnLog {
     }
 
     /// Runs the job over the log into `started`'s tables; a building
-    /// deployment goes live as `catch_up` says.
+    /// deployment goes live as `catch_up` says. In a cluster run only the
+    /// first process has started the deployment (the others pass `None`
+    /// and never open the table store).
     pub fn run(
         self,
-        started: Started,
+        started: Option<Started>,
         settings: &StreamSettings,
         catch_up: Option<CatchUp>,
     ) -> Result<StreamSummary, EngineError> {
+        let params = self.new_deployment(DeploymentState::Live).params;
+        let fingerprint = super::batch::describe_job(&*self.job, &params).join("\n");
         let run = StreamRun {
             plan: self.plan,
             inputs: self.inputs,
             log_dir: settings.log_dir.clone(),
             table_db: settings.table_db.clone(),
-            claim: Claim {
+            claim: started.map(|started| Claim {
                 deployment: started.deployment.id,
                 lock: started.lock,
                 created: started.created,
-            },
+            }),
+            fingerprint,
             workers: settings.workers.clone(),
             options: settings.options.clone(),
             epochs: settings.epochs,

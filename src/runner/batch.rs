@@ -346,7 +346,7 @@ impl Shared {
                 .as_ref()
                 .map(|e| (failure_order(e), e.to_string())),
             exchanges: match &self.run.stats {
-                Some(stats) if index % self.run.workers.threads == 0 => stats.received(),
+                Some(stats) if index.is_multiple_of(self.run.workers.threads) => stats.received(),
                 _ => Vec::new(),
             },
         };

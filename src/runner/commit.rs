@@ -12,11 +12,11 @@
 //!   the table's current content, so they are dropped, not applied.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use differential_dataflow::consolidation::consolidate;
 
+use super::outputs::OutputChange;
 use crate::job::Time;
 use crate::log::Log;
 use crate::table::{
@@ -24,24 +24,41 @@ use crate::table::{
 };
 use crate::value::Row;
 
-/// What the workers record about one epoch before inserting its rows.
-#[derive(Debug, Default)]
-pub struct EpochLog {
-    /// Where each partition read in the epoch stands at its end.
+/// What a worker tells the committer about one epoch, through the
+/// dataflow, at that epoch's time: sent before the worker inserts the
+/// epoch's rows (or instead of them, when it failed), so the committer has
+/// every worker's report of an epoch, in whatever process, before the
+/// frontier passes it.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct EpochReport {
+    /// The worker (global index) reporting.
+    pub worker: usize,
+    /// Where each of its partitions stands at the epoch's end.
     pub offsets: Vec<InputOffset>,
+    /// Records it read in the epoch.
     pub records: u64,
-    /// `(input, partition, late events dropped in total)` for partitions
-    /// read in the epoch, under the `drop` late-event policy.
+    /// `(input, partition, late events dropped in total)` for its
+    /// partitions under the `drop` late-event policy.
     pub late: Vec<(String, u32, u64)>,
-    /// When the first worker closed the epoch.
-    pub closed: Option<Instant>,
+    /// Bad rows it skipped in the epoch (epoch 0: in the replay).
+    pub bad_rows: u64,
+    /// Its failure: nothing of this epoch, or after it, may be committed.
+    pub failure: Option<String>,
+}
+
+/// One epoch's reports, merged.
+#[derive(Debug, Default)]
+struct EpochLog {
+    offsets: Vec<InputOffset>,
+    records: u64,
+    late: Vec<(String, u32, u64)>,
+    bad_rows: u64,
+    /// When the first report arrived (about when the first worker closed it).
+    closed: Option<Instant>,
 }
 
 /// An output change tagged with its output's index: `((output, row), diff)`.
 pub type TaggedChange = ((usize, Row), isize);
-
-/// Epoch logs shared by the workers (written by all, taken by the committer).
-pub type EpochLogs = Mutex<BTreeMap<Time, EpochLog>>;
 
 /// What a building version does once it has caught up with the log.
 #[derive(Clone, Debug)]
@@ -57,77 +74,146 @@ pub struct CatchUp {
 /// Worker 0's committer state.
 pub struct Committer {
     /// Set after a failed commit (or once retired): nothing more is committed.
-    pub halted: bool,
+    halted: bool,
     /// Set once a building version has caught up (it may still await a manual swap).
-    pub caught_up: bool,
+    caught_up: bool,
+    /// Set while the deployment is building: when and how it goes live.
+    catch_up: Option<CatchUp>,
+    /// Last time the deployment's state was checked while idle.
+    last_state_check: Instant,
+    store: TableStore,
+    /// This process's ownership of the deployment (checked by every write).
+    lease: Lease,
+    log: Log,
+    /// Per partition `(topic, partition)`, the committed next offset (for lag).
+    positions: BTreeMap<(String, u32), u64>,
+    /// The next epoch to commit.
+    next: Time,
+    /// Changes received, by epoch, tagged with their output index.
+    stash: BTreeMap<Time, Vec<TaggedChange>>,
+    /// Reports received, by epoch, merged.
+    logs: BTreeMap<Time, EpochLog>,
+    /// Bad rows skipped in the epochs up to the last one committed (the
+    /// replay's included: a replay meets them again).
+    bad_rows: u64,
+    outputs: usize,
+    records_total: u64,
+    started: Instant,
+    last_report: Instant,
+    lag: Vec<PartitionLag>,
+    /// Late events dropped per `(input, partition)`, as of the last commit.
+    late: BTreeMap<(String, u32), u64>,
+    quiet: bool,
+}
+
+/// The committer's fixed parts.
+pub struct CommitterSetup {
+    /// The table store, open for writing.
+    pub store: TableStore,
+    /// This process's ownership of the deployment.
+    pub lease: Lease,
+    /// The log (for lag).
+    pub log: Log,
+    /// Per `(topic, partition)`, the committed next offset.
+    pub positions: BTreeMap<(String, u32), u64>,
     /// Set while the deployment is building: when and how it goes live.
     pub catch_up: Option<CatchUp>,
-    /// Last time the deployment's state was checked while idle.
-    pub last_state_check: Instant,
-    pub store: TableStore,
-    /// This process's ownership of the deployment (checked by every write).
-    pub lease: Lease,
-    pub log: Log,
-    /// Per partition `(topic, partition)`, the committed next offset (for lag).
-    pub positions: BTreeMap<(String, u32), u64>,
-    /// The next epoch to commit.
-    pub next: Time,
-    /// Changes received, by epoch, tagged with their output index.
-    pub stash: BTreeMap<Time, Vec<TaggedChange>>,
+    /// The plan's output count.
     pub outputs: usize,
-    pub records_total: u64,
-    pub started: Instant,
-    pub last_report: Instant,
-    pub lag: Vec<PartitionLag>,
-    /// Late events dropped per `(input, partition)`, as of the last commit.
-    pub late: BTreeMap<(String, u32), u64>,
+    /// No progress lines on stderr.
     pub quiet: bool,
 }
 
 impl Committer {
+    /// A committer that has committed nothing yet in this run.
+    pub fn new(setup: CommitterSetup) -> Committer {
+        let now = Instant::now();
+        let mut committer = Committer {
+            halted: false,
+            caught_up: false,
+            catch_up: setup.catch_up,
+            last_state_check: now,
+            store: setup.store,
+            lease: setup.lease,
+            log: setup.log,
+            positions: setup.positions,
+            next: 0,
+            stash: BTreeMap::new(),
+            logs: BTreeMap::new(),
+            bad_rows: 0,
+            outputs: setup.outputs,
+            records_total: 0,
+            started: now,
+            last_report: now,
+            lag: Vec::new(),
+            late: BTreeMap::new(),
+            quiet: setup.quiet,
+        };
+        committer.refresh_lag();
+        committer
+    }
+
+    /// Stashes output changes until their epoch is committed (epoch 0, the
+    /// replay of what the tables hold, is dropped).
+    pub fn stash(&mut self, changes: &mut Vec<OutputChange>) {
+        for ((output, row), time, diff) in changes.drain(..).filter(|(_, t, _)| *t > 0) {
+            self.stash
+                .entry(time)
+                .or_default()
+                .push(((output, row), diff));
+        }
+    }
+
+    /// Commits nothing more (some worker failed).
+    pub fn halt(&mut self) {
+        self.halted = true;
+    }
+
+    /// Whether the deployment is building and has not caught up yet.
+    pub fn awaits_catch_up(&self) -> bool {
+        self.catch_up.is_some() && !self.caught_up
+    }
+
+    /// Takes in a worker's report of epoch `time`. A failure halts the
+    /// committer: it is returned, with the worker, for the run to report.
+    pub fn receive(&mut self, time: Time, report: EpochReport) -> Option<(usize, String)> {
+        let log = self.logs.entry(time).or_default();
+        log.offsets.extend(report.offsets);
+        log.records += report.records;
+        log.late.extend(report.late);
+        log.bad_rows += report.bad_rows;
+        log.closed.get_or_insert_with(Instant::now);
+        let failure = report.failure?;
+        self.halted = true;
+        Some((report.worker, failure))
+    }
+
     /// Commits every epoch that the frontier has passed, in order.
-    /// `complete(t)` tells whether epoch `t` is complete; `last` is the
-    /// highest epoch any worker has recorded.
-    pub fn commit_ready(
-        &mut self,
-        logs: &EpochLogs,
-        bad_rows: u64,
-        complete: impl Fn(Time) -> bool,
-    ) -> Result<(), TableError> {
+    /// `complete(t)` tells whether epoch `t` is complete.
+    pub fn commit_ready(&mut self, complete: impl Fn(Time) -> bool) -> Result<(), TableError> {
         if self.halted {
             return Ok(());
         }
-        let result = self.commit_in_order(logs, bad_rows, complete);
+        let result = self.commit_in_order(complete);
         // After a failed commit nothing more may be committed: a later epoch's
         // offsets would cover the changes that were not applied.
         self.halted = result.is_err();
         result
     }
 
-    fn commit_in_order(
-        &mut self,
-        logs: &EpochLogs,
-        bad_rows: u64,
-        complete: impl Fn(Time) -> bool,
-    ) -> Result<(), TableError> {
+    fn commit_in_order(&mut self, complete: impl Fn(Time) -> bool) -> Result<(), TableError> {
         loop {
-            let last = {
-                let logs = logs.lock().expect("epoch logs poisoned");
-                logs.keys().next_back().copied().unwrap_or(0)
-            };
+            let last = self.logs.keys().next_back().copied().unwrap_or(0);
             let last = last.max(self.stash.keys().next_back().copied().unwrap_or(0));
             if self.next > last || !complete(self.next) {
                 return Ok(());
             }
             let epoch = self.next;
-            let log = logs
-                .lock()
-                .expect("epoch logs poisoned")
-                .remove(&epoch)
-                .unwrap_or_default();
+            let log = self.logs.remove(&epoch).unwrap_or_default();
             let changes = self.stash.remove(&epoch).unwrap_or_default();
+            self.bad_rows += log.bad_rows;
             if epoch > 0 {
-                self.commit(epoch, log, changes, bad_rows)?;
+                self.commit(epoch, log, changes)?;
             }
             self.next += 1;
             self.after_epoch()?;
@@ -211,7 +297,6 @@ impl Committer {
         epoch: Time,
         log: EpochLog,
         mut changes: Vec<TaggedChange>,
-        bad_rows: u64,
     ) -> Result<(), TableError> {
         consolidate(&mut changes);
         // An idle epoch (nothing read, nothing changed) needs no transaction.
@@ -242,7 +327,7 @@ impl Committer {
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
         let stats = EpochStats {
             records: log.records,
-            bad_rows_total: bad_rows,
+            bad_rows_total: self.bad_rows,
             epoch_ms: log
                 .closed
                 .map_or(0, |c| now.duration_since(c).as_millis() as u64),

@@ -99,17 +99,6 @@ impl WorkerConfig {
         }
     }
 
-    /// Refuses a cluster run for a runner that runs in one process only.
-    pub fn one_process(&self, what: &str) -> Result<(), RunError> {
-        if self.processes <= 1 {
-            return Ok(());
-        }
-        Err(RunError::Unsupported(format!(
-            "{what} across {} processes: it runs in one process for now (use --workers)",
-            self.processes
-        )))
-    }
-
     /// This process is the first of its run (the one that commits).
     pub fn is_first_process(&self) -> bool {
         self.process == 0

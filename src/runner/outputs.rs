@@ -1,6 +1,7 @@
 //! How every runner takes a dataflow's outputs: all of a plan's outputs as
 //! one stream of changes tagged with the output's position in the plan, into
-//! one sink operator. The runners differ only in where the changes go (kept
+//! one sink operator (the stream runner's committer takes the tagged
+//! collection itself). The runners differ only in where the changes go (kept
 //! on the worker that made them, or exchanged to the committer's) and what
 //! is done with them (collected for sorting, stashed for an epoch commit).
 
@@ -21,31 +22,37 @@ use crate::value::Row;
 /// One output change: `((output index, row), time, diff)`.
 pub type OutputChange = ((usize, Row), Time, isize);
 
+/// Every output's changes as one collection, tagged with the output's
+/// index; `probe` (if given) is advanced by its progress. `None` for a
+/// plan without outputs (plan_job refuses those).
+pub fn tagged_outputs<'s>(
+    outputs: Vec<Rows<'s>>,
+    probe: Option<&ProbeHandle<Time>>,
+) -> Option<VecCollection<'s, Time, (usize, Row)>> {
+    let mut tagged = outputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, out)| out.map(move |row| (i, row)))
+        .reduce(|a, b| a.concat(b))?;
+    if let Some(probe) = probe {
+        tagged = tagged.probe_with(probe);
+    }
+    Some(tagged)
+}
+
 /// Sinks every output's changes through `pact` into `each`, which is
 /// called at each activation with the changes that arrived (to drain) and
-/// the frontier of times still to come; `probe` (if given) is advanced by
-/// the outputs' progress.
+/// the frontier of times still to come.
 pub fn sink_outputs<'s, P>(
     outputs: Vec<Rows<'s>>,
     pact: P,
-    probe: Option<&ProbeHandle<Time>>,
     mut each: impl FnMut(&mut Vec<OutputChange>, &MutableAntichain<Time>) + 'static,
 ) where
     P: ParallelizationContract<Time, Vec<OutputChange>>,
 {
-    let Some(mut tagged) = outputs
-        .into_iter()
-        .enumerate()
-        .map(|(i, out)| out.map(move |row| (i, row)))
-        .reduce(|a, b| a.concat(b))
-    else {
-        // A plan has an output (plan_job checks); with none there is nothing to sink.
+    let Some(tagged) = tagged_outputs(outputs, None) else {
         return;
     };
-    if let Some(probe) = probe {
-        tagged = tagged.probe_with(probe);
-    }
-    let tagged: VecCollection<'s, Time, (usize, Row)> = tagged;
     let mut changes = Vec::new();
     tagged
         .inner
@@ -73,11 +80,11 @@ pub fn collect_outputs(
         }
     };
     match gather {
-        None => sink_outputs(outputs, Pipeline, None, keep),
+        None => sink_outputs(outputs, Pipeline, keep),
         Some(n) => {
             let n = n.max(1) as u64;
             let to = Exchange::new(move |((_, row), _, _): &OutputChange| row.hashed() % n);
-            sink_outputs(outputs, to, None, keep)
+            sink_outputs(outputs, to, keep)
         }
     }
     collected

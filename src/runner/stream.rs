@@ -10,34 +10,52 @@
 //! limit starts at `max_records` and doubles while epochs fill up (far
 //! behind the log end, up to 16x), so a backlog is applied in few large
 //! commits. An epoch's records are held until it is read whole and its
-//! offsets recorded, then combined (`runner/combine.rs`) and inserted. All
+//! offsets reported, then combined (`runner/combine.rs`) and inserted. All
 //! output changes go to worker 0, whose committer writes each completed
 //! epoch with its offsets in one transaction (`runner/commit.rs`).
 //!
-//! Partitions are dealt to workers round-robin. Stopping (a signal, an error,
-//! or `until_caught_up`) closes a worker's inputs at an epoch boundary; what
-//! was inserted is still committed with its offsets, and anything not
-//! committed is simply read again on restart.
+//! Partitions are dealt to workers round-robin by global worker index, so a
+//! run across processes (timely's cluster mode) reads each partition in one
+//! place. Everything the workers tell each other crosses the dataflow, never
+//! process memory, so one process and several behave alike:
+//! - at startup, every worker checks that all run the same job, parameters
+//!   and inputs, and takes the committed offsets that process 0 read (only
+//!   process 0 opens the table store: it owns the deployment);
+//! - each worker's [`EpochReport`] (offsets, counts, or its failure) goes to
+//!   the committer at the epoch's time, so an epoch's reports are all in
+//!   before the frontier passes it, and a failed worker's epoch is never
+//!   committed;
+//! - stop, caught-up, retired and failure are broadcast as [`Control`]
+//!   messages, so every process stops when one does.
+//!
+//! Stopping (a signal, an error, or `until_caught_up`) closes a worker's
+//! inputs at an epoch boundary; what was inserted is still committed with
+//! its offsets, and anything not committed is simply read again on restart.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use timely::dataflow::ProbeHandle;
-use timely::dataflow::channels::pact::Exchange;
-use timely::progress::frontier::MutableAntichain;
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::Input as _;
+use timely::dataflow::operators::generic::operator::Operator;
+use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::{InputHandleVec, ProbeHandle};
 
+use super::cluster;
 use super::combine::Combiner;
 pub use super::commit::CatchUp;
-use super::commit::{Committer, EpochLogs, is_retired};
-use super::outputs::{OutputChange, sink_outputs};
+use super::commit::{Committer, CommitterSetup, EpochReport, is_retired};
+use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
-use crate::log::{Log, Start};
+use crate::log::{Log, Start as LogStart};
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions, SourceError};
-use crate::table::{DeploymentLock, InputOffset, Lease, TableStore, this_process};
+use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, TableStore, this_process};
 use crate::value::Row;
 
 /// How much larger than `max_records` an epoch may grow while far behind.
@@ -72,8 +90,12 @@ pub struct StreamRun {
     pub log_dir: std::path::PathBuf,
     /// The table store file the deployment's tables and offsets are in.
     pub table_db: std::path::PathBuf,
-    /// The deployment to drive, and this process's lock on it.
-    pub claim: Claim,
+    /// The deployment to drive, and this process's lock on it: on the
+    /// first process only (the others never open the table store).
+    pub claim: Option<Claim>,
+    /// What the job is (its name, version and parameters, one per line):
+    /// every process of a cluster run must run the same.
+    pub fingerprint: String,
     /// The workers to run on.
     pub workers: WorkerConfig,
     /// How fields are read: the null marker and the bad-row policy.
@@ -105,48 +127,94 @@ pub struct Claim {
 /// How a stream run ended.
 #[derive(Debug)]
 pub struct StreamResult {
-    /// Input records read in the epochs this run streamed (the replay of
-    /// what was already applied not counted).
+    /// Input records this process read in the epochs this run streamed
+    /// (the replay of what was already applied not counted).
     pub records: u64,
-    /// Bad rows met (under [`crate::source::BadRowPolicy::Skip`]), the
-    /// replay included.
+    /// Bad rows this process met (under
+    /// [`crate::source::BadRowPolicy::Skip`]), the replay included.
     pub bad_rows: BadRows,
     /// The deployment was retired (swapped out) while running.
     pub retired: bool,
 }
 
+/// Where the deployment stands, as process 0 read it from the table store:
+/// every process resumes from it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Start {
+    /// How errors name the deployment (`sessions v2`).
+    name: String,
+    /// The committed offsets.
+    offsets: Vec<InputOffset>,
+}
+
+/// [`Start`], by `(input index, partition)`.
+#[derive(Debug)]
+struct Resume {
+    name: String,
+    /// The committed next offset.
+    next: BTreeMap<(usize, u32), u64>,
+    /// The last applied record, when known.
+    applied: BTreeMap<(usize, u32), (u64, u32)>,
+}
+
+/// What a worker shows the others at startup.
+#[derive(Debug, Serialize, Deserialize)]
+struct SetUp {
+    /// From worker 0: where the deployment stands, or why it cannot be read.
+    start: Option<Result<Start, String>>,
+    /// Why this worker cannot run (its log, or the committer's store).
+    failure: Option<String>,
+}
+
+/// What is broadcast to every worker of every process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Control {
+    /// Stop at the next epoch boundary (a signal reached some process).
+    Stop,
+    /// The building version has caught up: `until_caught_up` may stop.
+    CaughtUp,
+    /// The version was swapped out: stop, it is done.
+    Retired,
+    /// A process failed: stop, and fail with its message.
+    Failed { process: usize, message: String },
+}
+
+/// The inputs of one worker's control dataflow part.
+type ControlInput = InputHandleVec<Time, Control>;
+
 struct Shared {
     run: StreamRun,
     /// `(input index, partition)` in a fixed order; worker `k % peers` reads entry `k`.
     assignments: Vec<(usize, u32)>,
-    /// Committed next offset per `(input index, partition)`.
-    resume: BTreeMap<(usize, u32), u64>,
-    /// The last applied record per `(input index, partition)`, when known.
-    applied: BTreeMap<(usize, u32), (u64, u32)>,
-    /// This process's ownership of the deployment.
-    lease: Lease,
-    /// How errors name the deployment (`sessions v2`).
-    name: String,
-    logs: EpochLogs,
+    /// Process 0's ownership of the deployment (none elsewhere).
+    lease: Option<Lease>,
+    /// Process 0: where the deployment stands, or why it could not be read.
+    start: Option<Result<Start, String>>,
+    /// Where every worker resumes, as process 0 said.
+    resume: OnceLock<Resume>,
     failure: Mutex<Option<RunError>>,
     /// Some worker failed (set before its inputs close; see `FailGuard`).
     failed: AtomicBool,
-    bad_rows: AtomicU64,
     records: AtomicU64,
     retired: AtomicBool,
     /// A building version has not caught up yet: `until_caught_up` must not
     /// stop it merely because the log was drained once (a producer may be
     /// ahead again).
     awaiting_catch_up: AtomicBool,
+    /// The highest epoch a worker of this process has closed.
+    closed: AtomicU64,
+    /// Control messages for every process, sent by the next local worker
+    /// at an epoch boundary.
+    outbox: Mutex<Vec<Control>>,
+    /// This process has broadcast its stop.
+    told_stop: AtomicBool,
 }
 
-/// Marks the run failed when dropped while armed. A worker declares it
-/// after its input sessions, so it drops first: a worker that fails (an
-/// error or a panic) closes its inputs only once the committer can see the
-/// failure, and the committer never commits the epochs that the closed
-/// inputs would seem to complete (they lack that worker's share).
+/// Marks the run failed (and stops it) when dropped while armed. A worker
+/// declares it after its input sessions, so it drops first: a worker that
+/// panics closes its inputs only once the committer can see the failure.
 struct FailGuard<'a> {
-    failed: &'a AtomicBool,
+    shared: &'a Shared,
     armed: bool,
 }
 
@@ -159,21 +227,25 @@ impl FailGuard<'_> {
 impl Drop for FailGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.failed.store(true, Ordering::SeqCst);
+            self.shared.failed.store(true, Ordering::SeqCst);
+            self.shared.run.stop.store(true, Ordering::SeqCst);
         }
     }
 }
 
 /// What one worker feeds the dataflow from: its partitions, and per input
-/// the combiner and session its rows go through, and the watermark input.
+/// the combiner and session its rows go through, the watermark input, its
+/// reports to the committer and its control messages to every worker.
 struct Feed<'a> {
-    /// Declared before the sessions, so on an early return or a panic it
-    /// drops (marking the run failed) before they close.
+    /// Declared before the inputs, so on a panic it drops (marking the run
+    /// failed) before they close.
     failing: FailGuard<'a>,
     parts: Vec<(usize, PartitionSource)>,
     combiners: Vec<Combiner>,
     sessions: Vec<RowInput>,
     watermarks: WatermarkInput,
+    reports: InputHandleVec<Time, EpochReport>,
+    control: ControlInput,
 }
 
 impl Feed<'_> {
@@ -184,67 +256,109 @@ impl Feed<'_> {
         }
     }
 
-    /// Moves every input (the watermarks too) to `epoch`.
+    /// Moves every input to `epoch`.
     fn advance_to(&mut self, epoch: Time) {
         for s in &mut self.sessions {
             s.advance_to(epoch);
             s.flush();
         }
         self.watermarks.advance_to(epoch);
+        self.reports.advance_to(epoch);
+        self.control.advance_to(epoch);
     }
 }
 
 impl StreamRun {
     /// Runs until stopped, caught up (if asked) or failed.
     pub fn run(self) -> Result<StreamResult, RunError> {
-        self.workers.one_process("a stream")?;
-        let mut store = TableStore::open(&self.table_db)?;
-        // Take the deployment over before reading where it stands: no commit
-        // of an earlier owner can land after this.
-        let id = self.claim.deployment;
-        let lease = store.take_over(id, &this_process())?;
-        let d = store.deployment(id)?;
-        let name = d.to_string();
-        let committed = store.input_offsets(id)?;
-        let mut resume = BTreeMap::new();
+        let first = self.workers.is_first_process();
+        let (lease, start, state) = match (first, &self.claim) {
+            (false, _) => (None, None, None),
+            (true, None) => {
+                return Err(RunError::Unsupported(
+                    "the first process of a stream needs the deployment it drives".into(),
+                ));
+            }
+            (true, Some(claim)) => match take_over(&self.table_db, claim.deployment) {
+                Ok((lease, start, state)) => (Some(lease), Some(Ok(start)), Some(state)),
+                Err(e) => (None, Some(Err(e)), None),
+            },
+        };
+        let (start, failure) = match start {
+            Some(Err(e)) => (Some(Err(e.to_string())), Some(e)),
+            Some(Ok(start)) => (Some(Ok(start)), None),
+            None => (None, None),
+        };
+        let assignments = self
+            .inputs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, input)| (0..input.partitions).map(move |p| (i, p)))
+            .collect();
+        let building = self.catch_up.is_some();
+        let shared = Arc::new(Shared {
+            run: self,
+            assignments,
+            lease,
+            start,
+            resume: OnceLock::new(),
+            failure: Mutex::new(failure),
+            failed: AtomicBool::new(false),
+            records: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+            awaiting_catch_up: AtomicBool::new(building),
+            closed: AtomicU64::new(0),
+            outbox: Mutex::new(Vec::new()),
+            told_stop: AtomicBool::new(false),
+        });
+        let result = shared.clone().execute();
+        let created = shared.run.claim.as_ref().is_some_and(|c| c.created);
+        if let (Err(_), true, Some(lease), Some(state)) = (&result, created, shared.lease, state) {
+            // Best effort: the run's own error is the one to report.
+            let _ = TableStore::open(&shared.run.table_db)
+                .and_then(|mut store| store.abandon_unused(&lease, state));
+        }
+        result
+    }
+}
+
+/// Takes the deployment over before reading where it stands: no commit of
+/// an earlier owner can land after this.
+fn take_over(
+    table_db: &std::path::Path,
+    id: i64,
+) -> Result<(Lease, Start, DeploymentState), RunError> {
+    let mut store = TableStore::open(table_db)?;
+    let lease = store.take_over(id, &this_process())?;
+    let d = store.deployment(id)?;
+    let start = Start {
+        name: d.to_string(),
+        offsets: store.input_offsets(id)?,
+    };
+    Ok((lease, start, d.state))
+}
+
+impl Resume {
+    fn new(start: &Start, inputs: &[TopicInput]) -> Resume {
+        let mut next = BTreeMap::new();
         let mut applied = BTreeMap::new();
-        let mut assignments = Vec::new();
-        for (i, input) in self.inputs.iter().enumerate() {
+        for (i, input) in inputs.iter().enumerate() {
             for p in 0..input.partitions {
-                assignments.push((i, p));
-                let at = committed
+                let at = start
+                    .offsets
                     .iter()
                     .find(|o| o.input == input.schema.name && o.partition == p);
-                resume.insert((i, p), at.map_or(0, |o| o.next));
+                next.insert((i, p), at.map_or(0, |o| o.next));
                 if let Some(last) = at.and_then(|o| o.last) {
                     applied.insert((i, p), last);
                 }
             }
         }
-        drop(store);
-        let building = self.catch_up.is_some();
-        let shared = Arc::new(Shared {
-            run: self,
-            assignments,
-            resume,
+        Resume {
+            name: start.name.clone(),
+            next,
             applied,
-            lease,
-            name,
-            logs: Mutex::new(BTreeMap::new()),
-            failure: Mutex::new(None),
-            failed: AtomicBool::new(false),
-            bad_rows: AtomicU64::new(0),
-            records: AtomicU64::new(0),
-            awaiting_catch_up: AtomicBool::new(building),
-            retired: AtomicBool::new(false),
-        });
-        let result = shared.clone().execute();
-        if result.is_err() && shared.run.claim.created {
-            // Best effort: the run's own error is the one to report.
-            let _ = TableStore::open(&shared.run.table_db)
-                .and_then(|mut store| store.abandon_unused(&shared.lease, d.state));
         }
-        result
     }
 }
 
@@ -265,13 +379,60 @@ impl Shared {
         })
     }
 
+    /// Fails the run with `e` (the first failure is the one reported; a
+    /// worker's own error wins over another's word of it) and stops it
+    /// everywhere: a failure of this process is broadcast.
     fn fail(&self, e: RunError) {
         self.failed.store(true, Ordering::SeqCst);
+        let ours = self.run.workers.process;
+        let peer = matches!(e, RunError::Peer { .. });
+        if !peer {
+            self.tell(Control::Failed {
+                process: ours,
+                message: e.to_string(),
+            });
+        }
         let mut slot = self.failure.lock().expect("failure slot poisoned");
-        if slot.is_none() {
+        let replaces = match &*slot {
+            None => true,
+            Some(RunError::Peer { process, .. }) => *process == ours && !peer,
+            Some(_) => false,
+        };
+        if replaces {
             *slot = Some(e);
         }
-        self.run.stop.store(true, Ordering::Relaxed);
+        self.run.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Queues `control` for every worker of every process.
+    fn tell(&self, control: Control) {
+        self.outbox.lock().expect("outbox poisoned").push(control);
+    }
+
+    /// Sends what is queued for every worker (whichever local worker comes
+    /// first sends it, once).
+    fn send_told(&self, control: &mut ControlInput) {
+        let told = std::mem::take(&mut *self.outbox.lock().expect("outbox poisoned"));
+        for c in told {
+            control.send(c);
+        }
+    }
+
+    /// A control message from some worker (every worker gets each one).
+    fn obey(&self, control: Control) {
+        match control {
+            Control::Stop => self.run.stop.store(true, Ordering::SeqCst),
+            Control::CaughtUp => self.awaiting_catch_up.store(false, Ordering::SeqCst),
+            Control::Retired => {
+                self.retired.store(true, Ordering::SeqCst);
+                self.run.stop.store(true, Ordering::SeqCst);
+            }
+            Control::Failed { process, message } => {
+                if process != self.run.workers.process {
+                    self.fail(RunError::Peer { process, message });
+                }
+            }
+        }
     }
 
     fn work(self: &Arc<Self>, worker: &mut timely::worker::Worker) -> BadRows {
@@ -282,108 +443,270 @@ impl Shared {
         bad
     }
 
+    /// What this worker is about to run, one fact per line: every process
+    /// of a cluster run must say the same.
+    fn fingerprint(&self) -> String {
+        use std::fmt::Write;
+        let run = &self.run;
+        let mut text = run.fingerprint.clone();
+        let w = &run.workers;
+        let _ = write!(text, "\nworkers {} x {} processes", w.threads, w.processes);
+        for (input, read) in run.inputs.iter().zip(&run.plan.inputs) {
+            let _ = write!(
+                text,
+                "\ninput {} topic {} ({} partitions{}) read as {read:?}",
+                input.schema.name,
+                input.topic,
+                input.partitions,
+                if input.compacted { ", compacted" } else { "" }
+            );
+        }
+        for o in &run.plan.outputs {
+            let _ = write!(text, "\nwrites {o:?}");
+        }
+        let _ = write!(text, "\nread options {:?}", run.options);
+        let _ = write!(text, "\nepochs {:?}", run.epochs);
+        let _ = write!(text, "\nuntil caught up {}", run.until_caught_up);
+        let _ = write!(text, "\ncatch up {:?}", run.catch_up);
+        text
+    }
+
+    /// Before any dataflow of the job: every worker checks that all run the
+    /// same, opens its log (and worker 0 the committer), and takes where to
+    /// resume from process 0. A failure anywhere fails every worker alike.
+    fn set_up(
+        &self,
+        worker: &mut timely::worker::Worker,
+    ) -> Result<(Log, Option<Committer>), RunError> {
+        let threads = self.run.workers.threads;
+        cluster::agree(worker, &self.fingerprint(), threads)?;
+        let index = worker.index();
+        let local = self.open_local(index);
+        let word = SetUp {
+            start: if index == 0 { self.start.clone() } else { None },
+            failure: local.as_ref().err().map(|e| e.to_string()),
+        };
+        let words = cluster::all_gather(worker, &word)?;
+        let start = match &words[0].start {
+            Some(Ok(start)) => start,
+            Some(Err(message)) => return Err(peer(0, message)),
+            None => {
+                return Err(RunError::Cluster(
+                    "worker 0 did not say where to resume".into(),
+                ));
+            }
+        };
+        if let Some((w, message)) = words
+            .iter()
+            .enumerate()
+            .find_map(|(w, word)| Some((w, word.failure.as_ref()?)))
+        {
+            return match local {
+                Err(e) if w == index => Err(e),
+                _ => Err(peer(w / threads, message)),
+            };
+        }
+        self.resume
+            .get_or_init(|| Resume::new(start, &self.run.inputs));
+        local
+    }
+
+    /// This worker's log, and on worker 0 the committer.
+    fn open_local(&self, index: usize) -> Result<(Log, Option<Committer>), RunError> {
+        let log = Log::open(&self.run.log_dir).map_err(|cause| SourceError::Log {
+            topic: String::new(),
+            cause,
+        })?;
+        let committer = match (index, &self.start, self.lease) {
+            (0, Some(Ok(start)), Some(lease)) => Some(self.committer(&log, start, lease)?),
+            _ => None,
+        };
+        Ok((log, committer))
+    }
+
+    fn resume(&self) -> &Resume {
+        self.resume
+            .get()
+            .expect("resume offsets are set before the dataflow is built")
+    }
+
     /// One worker's run: builds the dataflow (with the committer on worker
-    /// 0), replays epoch 0, then reads epochs until stopped.
+    /// 0), replays epoch 0, then reads epochs until stopped. A failure while
+    /// reading is reported to the committer and to every worker before this
+    /// worker's inputs close.
     fn drive(
         self: &Arc<Self>,
         worker: &mut timely::worker::Worker,
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
-        let (index, peers) = (worker.index(), worker.peers());
-        let log = Log::open(&self.run.log_dir).map_err(|cause| SourceError::Log {
-            topic: String::new(),
-            cause,
-        })?;
-        let committer = if index == 0 {
-            Some(self.committer(&log)?)
-        } else {
-            None
-        };
+        let (log, committer) = self.set_up(worker)?;
         let probe = ProbeHandle::new();
-        let (sessions, watermarks) = worker.dataflow::<Time, _, _>(|scope| {
+        let mut feed = self.build(worker, committer, &probe)?;
+        if let Err(e) = self.feed(worker, &log, &probe, &mut feed, bad) {
+            feed.reports.send(EpochReport {
+                worker: worker.index(),
+                failure: Some(e.to_string()),
+                ..EpochReport::default()
+            });
+            self.fail(e);
+        }
+        if self.run.stop.load(Ordering::SeqCst) && !self.told_stop.swap(true, Ordering::SeqCst) {
+            self.tell(Control::Stop);
+        }
+        self.close(worker, &probe, feed);
+        Ok(())
+    }
+
+    /// Builds the job's dataflow with its inputs, the committer (fed on
+    /// worker 0) and the control messages' sink.
+    fn build<'a>(
+        self: &'a Arc<Self>,
+        worker: &mut timely::worker::Worker,
+        committer: Option<Committer>,
+        probe: &ProbeHandle<Time>,
+    ) -> Result<Feed<'a>, RunError> {
+        let (sessions, watermarks, reports, control) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, watermarks, outputs) = self
                 .run
                 .plan
                 .instantiate_with_watermarks(scope, Updates::Any)?;
+            let (reports_input, reports) = scope.new_input::<Vec<EpochReport>>();
+            let (control_input, control) = scope.new_input::<Vec<Control>>();
             let shared = self.clone();
-            let mut committer = committer;
-            let to_committer = Exchange::new(|_: &OutputChange| 0);
-            sink_outputs(
-                outputs,
-                to_committer,
-                Some(&probe),
-                move |changes, frontier| {
-                    match committer.as_mut() {
-                        Some(committer) => shared.commit(committer, changes, frontier),
-                        // Every change goes to worker 0; none arrive here.
-                        None => changes.clear(),
-                    }
-                },
-            );
-            Ok::<_, RunError>((sessions, watermarks))
+            control
+                .broadcast()
+                .sink(Pipeline, "Control", move |(input, _frontier)| {
+                    input.for_each(|_cap, data| data.drain(..).for_each(|c| shared.obey(c)));
+                });
+            if let Some(changes) = tagged_outputs(outputs, Some(probe)) {
+                let shared = self.clone();
+                let mut committer = committer;
+                let mut stashed = Vec::new();
+                changes
+                    .inner
+                    .binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+                        reports,
+                        Exchange::new(|_: &OutputChange| 0),
+                        Exchange::new(|_: &EpochReport| 0),
+                        "Commit",
+                        move |_capability, _info| {
+                            move |(changes, changed), (reports, reported), _output| {
+                                let mut received = Vec::new();
+                                changes.for_each(|_cap, data| stashed.append(data));
+                                reports.for_each(|cap, data| {
+                                    received.extend(
+                                        data.drain(..)
+                                            .map(|r| (*cap.least().expect("an epoch"), r)),
+                                    )
+                                });
+                                // Every worker sends its changes to worker 0.
+                                let Some(committer) = committer.as_mut() else {
+                                    stashed.clear();
+                                    return;
+                                };
+                                let complete =
+                                    |t: Time| !changed.less_equal(&t) && !reported.less_equal(&t);
+                                shared.commit(committer, &mut stashed, received, complete);
+                            }
+                        },
+                    );
+            }
+            Ok::<_, RunError>((sessions, watermarks, reports_input, control_input))
         })?;
-        let mut feed = Feed {
-            // Dropped before the sessions on every early return or panic.
+        Ok(Feed {
             failing: FailGuard {
-                failed: &self.failed,
+                shared: self,
                 armed: true,
             },
-            parts: self.open_partitions(&log, index, peers)?,
+            parts: Vec::new(),
             combiners: sessions.iter().map(|_| Combiner::default()).collect(),
             sessions,
             watermarks,
-        };
-        self.replay(worker, &log, &mut feed, bad)?;
-        self.stream(worker, &probe, &mut feed, bad)?;
-        // Closing every input (the watermarks too) lets the dataflow finish.
+            reports,
+            control,
+        })
+    }
+
+    /// Opens this worker's partitions, replays epoch 0 and streams.
+    fn feed(
+        &self,
+        worker: &mut timely::worker::Worker,
+        log: &Log,
+        probe: &ProbeHandle<Time>,
+        feed: &mut Feed<'_>,
+        bad: &mut BadRows,
+    ) -> Result<(), RunError> {
+        feed.parts = self.open_partitions(log, worker.index(), worker.peers())?;
+        self.replay(worker, log, feed, bad)?;
+        self.stream(worker, probe, feed, bad)
+    }
+
+    /// Closes this worker's inputs and lets the dataflow finish: first the
+    /// data (the control messages still flow, so that what the committer
+    /// decides on the last epochs reaches every process), then the rest.
+    fn close(
+        &self,
+        worker: &mut timely::worker::Worker,
+        probe: &ProbeHandle<Time>,
+        feed: Feed<'_>,
+    ) {
         let Feed {
             failing,
             sessions,
             watermarks,
+            reports,
+            mut control,
             ..
         } = feed;
         failing.disarm();
         drop(sessions);
         drop(watermarks);
+        drop(reports);
+        while !probe.done() {
+            self.send_told(&mut control);
+            worker.step_or_park(Some(Duration::from_millis(10)));
+        }
+        self.send_told(&mut control);
+        drop(control);
         while worker.step_or_park(Some(Duration::from_millis(10))) {}
-        Ok(())
     }
 
     /// The commit operator's work at each activation (worker 0): stashes
-    /// the changes that arrived, then commits every epoch the frontier has
-    /// passed, unless some worker failed.
+    /// the changes that arrived, takes in the workers' reports, then
+    /// commits every epoch that is complete, unless some worker failed.
     fn commit(
         &self,
         committer: &mut Committer,
         changes: &mut Vec<OutputChange>,
-        frontier: &MutableAntichain<Time>,
+        reports: Vec<(Time, EpochReport)>,
+        complete: impl Fn(Time) -> bool,
     ) {
-        // Epoch 0 is the replay of what the tables already hold.
-        for (change, time, diff) in changes.drain(..).filter(|(_, t, _)| *t > 0) {
-            committer
-                .stash
-                .entry(time)
-                .or_default()
-                .push((change, diff));
+        committer.stash(changes);
+        let threads = self.run.workers.threads;
+        for (time, report) in reports {
+            if let Some((worker, message)) = committer.receive(time, report) {
+                // A worker of this process has failed with its own error.
+                self.fail(peer(worker / threads, &message));
+            }
         }
         if self.failed.load(Ordering::SeqCst) {
             // A failed worker's closed inputs seem to complete every epoch;
             // none of them may be committed.
-            committer.halted = true;
+            committer.halt();
             return;
         }
-        let bad_rows = self.bad_rows.load(Ordering::Relaxed);
-        let result = committer.commit_ready(&self.logs, bad_rows, |t| !frontier.less_equal(&t));
-        if committer.caught_up || committer.catch_up.is_none() {
-            self.awaiting_catch_up.store(false, Ordering::Relaxed);
+        let result = committer.commit_ready(complete);
+        if !committer.awaits_catch_up() && self.awaiting_catch_up.swap(false, Ordering::SeqCst) {
+            self.tell(Control::CaughtUp);
         }
-        if let Err(e) = result {
-            if is_retired(&e) {
-                self.retired.store(true, Ordering::Relaxed);
-                self.run.stop.store(true, Ordering::Relaxed);
-            } else {
-                self.fail(RunError::Table(e));
+        match result {
+            Ok(()) => {}
+            Err(e) if is_retired(&e) => {
+                self.retired.store(true, Ordering::SeqCst);
+                self.run.stop.store(true, Ordering::SeqCst);
+                self.tell(Control::Retired);
             }
+            Err(e) => self.fail(RunError::Table(e)),
         }
     }
 
@@ -399,7 +722,7 @@ impl Shared {
     ) -> Result<(), RunError> {
         for (input, part) in &mut feed.parts {
             let combiner = &mut feed.combiners[*input];
-            let until = self.resume[&(*input, part.partition())];
+            let until = self.resume().next[&(*input, part.partition())];
             let session = &mut feed.sessions[*input];
             while part.position() < until {
                 let n = part.read(
@@ -422,7 +745,12 @@ impl Shared {
         self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
         // Bad rows are counted as they are met, so each commit reports the
         // total among the records it covers (a replay meets them again).
-        self.bad_rows.fetch_add(bad.count, Ordering::Relaxed);
+        feed.reports.send(EpochReport {
+            worker: worker.index(),
+            bad_rows: bad.count,
+            ..EpochReport::default()
+        });
+        self.send_told(&mut feed.control);
         feed.advance_to(1);
         Ok(())
     }
@@ -440,12 +768,12 @@ impl Shared {
         let mut epoch: Time = 1;
         let mut limit = self.run.epochs.max_records;
         while !self.run.stop.load(Ordering::Relaxed) {
-            let (records, drained) = self.read_epoch(feed, bad, epoch, limit)?;
+            let (records, drained) =
+                self.read_epoch(worker.index(), feed, bad, (epoch, reported), limit)?;
             self.records.fetch_add(records, Ordering::Relaxed);
-            self.bad_rows
-                .fetch_add(bad.count - reported, Ordering::Relaxed);
             reported = bad.count;
             self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
+            self.send_told(&mut feed.control);
             epoch += 1;
             feed.advance_to(epoch);
             // Park (rather than spin) while other workers finish the epoch:
@@ -480,17 +808,26 @@ impl Shared {
     /// The epoch's changes are held back until it is read whole and its
     /// offsets are recorded: rows must never reach the dataflow (and so a
     /// commit) without the offsets that cover them, even when a read fails.
+    /// `bad_before` is the bad rows met before this epoch.
     fn read_epoch(
         &self,
+        worker: usize,
         feed: &mut Feed<'_>,
         bad: &mut BadRows,
-        epoch: Time,
+        (epoch, bad_before): (Time, u64),
         max_records: usize,
     ) -> Result<(u64, bool), RunError> {
         let mut changes: Vec<(usize, Row, isize)> = Vec::new();
         let drained =
             self.read_until_closed(&mut feed.parts, bad, epoch, max_records, &mut changes)?;
-        self.record_epoch(&feed.parts, epoch, changes.len() as u64);
+        let report = self.report(
+            worker,
+            &feed.parts,
+            changes.len() as u64,
+            bad.count - bad_before,
+        );
+        feed.reports.send(report);
+        self.closed.fetch_max(epoch, Ordering::SeqCst);
         let total = changes.len() as u64;
         for (input, mut row, diff) in changes {
             feed.combiners[input].update(&mut row, diff, &mut feed.sessions[input]);
@@ -540,19 +877,22 @@ impl Shared {
         }
     }
 
-    /// Whether some worker has closed `epoch` already.
+    /// Whether some worker of this process has closed `epoch` already
+    /// (another process' workers close theirs by `max_latency`).
     fn closed_elsewhere(&self, epoch: Time) -> bool {
-        self.logs
-            .lock()
-            .expect("epoch logs poisoned")
-            .get(&epoch)
-            .is_some_and(|e| e.closed.is_some())
+        self.closed.load(Ordering::SeqCst) >= epoch
     }
 
-    /// Records, for the committer, where this worker's partitions stand
-    /// after `epoch`, what the late filter dropped, and how many records
-    /// the epoch read here; marks the epoch closed.
-    fn record_epoch(&self, parts: &[(usize, PartitionSource)], epoch: Time, records: u64) {
+    /// This worker's report of the epoch it read, for the committer: where
+    /// its partitions stand, what the late filter dropped, and how many
+    /// records and bad rows the epoch read here.
+    fn report(
+        &self,
+        worker: usize,
+        parts: &[(usize, PartitionSource)],
+        records: u64,
+        bad_rows: u64,
+    ) -> EpochReport {
         let offsets: Vec<_> = parts
             .iter()
             .map(|(input, part)| InputOffset {
@@ -571,12 +911,14 @@ impl Shared {
                 (name, part.partition(), part.late_dropped())
             })
             .collect();
-        let mut logs = self.logs.lock().expect("epoch logs poisoned");
-        let entry = logs.entry(epoch).or_default();
-        entry.offsets.extend(offsets);
-        entry.late.extend(late);
-        entry.records += records;
-        entry.closed.get_or_insert_with(Instant::now);
+        EpochReport {
+            worker,
+            offsets,
+            records,
+            late,
+            bad_rows,
+            failure: None,
+        }
     }
 
     /// Announces, for each input under the `drop` late-event policy, the
@@ -614,7 +956,7 @@ impl Shared {
         input: usize,
         part: &PartitionSource,
     ) -> Result<(), RunError> {
-        let committed = self.resume[&(input, part.partition())];
+        let committed = self.resume().next[&(input, part.partition())];
         let topic = &self.run.inputs[input];
         // Compaction may have removed the records before the log end, so the
         // end is the log's next offset, not where the reader stopped.
@@ -629,7 +971,7 @@ impl Shared {
             .map_or(0, |p| p.latest)
             .max(part.position());
         let lost = |log_end: u64, detail: String| RunError::LogRewritten {
-            deployment: self.name.clone(),
+            deployment: self.resume().name.clone(),
             topic: topic.topic.clone(),
             partition: part.partition(),
             committed,
@@ -644,7 +986,7 @@ impl Shared {
                 ),
             ));
         }
-        let Some(&(offset, crc)) = self.applied.get(&(input, part.partition())) else {
+        let Some(&(offset, crc)) = self.resume().applied.get(&(input, part.partition())) else {
             return Ok(());
         };
         let now = part.last_consumed();
@@ -677,9 +1019,9 @@ impl Shared {
                 topic,
                 partition,
                 self.run.plan.inputs[input].clone(),
-                Start::Earliest,
+                LogStart::Earliest,
             )?;
-            let committed = self.resume[&(input, partition)];
+            let committed = self.resume().next[&(input, partition)];
             if part.position() > 0 && committed > 0 && !topic.compacted {
                 // Retention deleted records this deployment applied: its state
                 // cannot be rebuilt by replay.
@@ -695,33 +1037,29 @@ impl Shared {
         Ok(parts)
     }
 
-    fn committer(&self, log: &Log) -> Result<Committer, RunError> {
-        let store = TableStore::open(&self.run.table_db)?;
-        let mut positions = BTreeMap::new();
-        for (&(input, partition), &at) in &self.resume {
-            positions.insert((self.run.inputs[input].topic.clone(), partition), at);
-        }
-        let now = Instant::now();
-        let mut committer = Committer {
-            halted: false,
-            caught_up: false,
-            catch_up: self.run.catch_up.clone(),
-            last_state_check: now,
-            store,
-            lease: self.lease,
+    fn committer(&self, log: &Log, start: &Start, lease: Lease) -> Result<Committer, RunError> {
+        // Every partition, committed or not, for the lag.
+        let positions = Resume::new(start, &self.run.inputs)
+            .next
+            .into_iter()
+            .map(|((input, partition), at)| ((self.run.inputs[input].topic.clone(), partition), at))
+            .collect();
+        Ok(Committer::new(CommitterSetup {
+            store: TableStore::open(&self.run.table_db)?,
+            lease,
             log: log.clone(),
             positions,
-            next: 0,
-            stash: BTreeMap::new(),
+            catch_up: self.run.catch_up.clone(),
             outputs: self.run.plan.outputs.len(),
-            records_total: 0,
-            started: now,
-            last_report: now,
-            lag: Vec::new(),
-            late: BTreeMap::new(),
             quiet: self.run.quiet,
-        };
-        committer.refresh_lag();
-        Ok(committer)
+        }))
+    }
+}
+
+/// Another process' failure, as this one reports it.
+fn peer(process: usize, message: &str) -> RunError {
+    RunError::Peer {
+        process,
+        message: message.to_string(),
     }
 }

@@ -50,7 +50,7 @@ use super::owner::{Lease, require_lease};
 use super::{TableError, TableStore};
 
 /// Where a deployment stands on one input partition.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InputOffset {
     /// The job input's name.
     pub input: String,

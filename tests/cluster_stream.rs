@@ -1,0 +1,370 @@
+//! Streams across processes (timely's cluster mode on 127.0.0.1): one
+//! committer on process 0, every process reading its share of the
+//! partitions. The tables must equal a batch run over the same records and
+//! verify, whatever the process count, also when it changes between
+//! restarts and after a process is killed.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kappa::table::TableStore;
+
+use crate::common::{Rng, World};
+use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users};
+
+const EVENTS_HEADER: &str = "user,user_id,ts,page,amount";
+const USERS_HEADER: &str = "user_id,country";
+
+/// A host file of `n` addresses on 127.0.0.1 whose ports were free.
+fn hostfile(w: &World, n: usize) -> PathBuf {
+    let listeners: Vec<_> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let text: String = listeners
+        .iter()
+        .map(|l| format!("{}\n", l.local_addr().unwrap()))
+        .collect();
+    let path = w.path(&format!("hosts-{n}"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `kappa cluster -n N -- ARGS` in `w`, expecting success; its stderr.
+fn cluster_ok(w: &World, n: usize, args: &[String]) -> String {
+    let mut all = vec![
+        "cluster".to_string(),
+        "-n".into(),
+        n.to_string(),
+        "--".into(),
+    ];
+    all.extend(args.iter().cloned());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let out = w.kappa(&all).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "kappa {all:?} failed:\n{err}");
+    err
+}
+
+/// Process `process` of `processes` of `kappa ARGS`, in the background.
+fn start(w: &World, args: &[String], processes: usize, process: usize, hosts: &PathBuf) -> Child {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    w.kappa(&args)
+        .args(["--processes", &processes.to_string()])
+        .args(["--process", &process.to_string()])
+        .arg("--hostfile")
+        .arg(hosts)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` at most `limit`; its output (`None`: still running, killed).
+fn wait_within(child: Child, limit: Duration) -> Option<Output> {
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let started = Instant::now();
+    while !waiter.is_finished() {
+        if started.elapsed() > limit {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            waiter.join().unwrap();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(waiter.join().unwrap())
+}
+
+/// The topics of the stream tests' jobs, and their rows in two halves.
+struct Data {
+    events: Vec<String>,
+    users: Vec<String>,
+}
+
+impl Data {
+    fn new(w: &World, seed: u64, n: usize) -> Data {
+        let mut rng = Rng(seed);
+        w.ok(&["log", "create", "events", "--partitions", "3"]);
+        w.ok(&["log", "create", "users", "--partitions", "2", "--compact"]);
+        Data {
+            events: events(&mut rng, n),
+            users: users(&mut rng),
+        }
+    }
+
+    /// Produces half `half` (0 or 1) of both topics.
+    fn produce(&self, w: &World, half: usize) {
+        for (topic, rows, header) in [
+            ("events", &self.events, EVENTS_HEADER),
+            ("users", &self.users, USERS_HEADER),
+        ] {
+            let mid = rows.len() / 2;
+            let part = if half == 0 {
+                &rows[..mid]
+            } else {
+                &rows[mid..]
+            };
+            let file = w.write(
+                &format!("{topic}-{half}.csv"),
+                &format!("{header}\n{}\n", part.join("\n")),
+            );
+            let mut args = vec!["log", "produce", topic, "--file", &file];
+            if topic == "users" {
+                args.extend(["--key", "user_id"]);
+            }
+            w.ok(&args);
+        }
+    }
+
+    /// `job` over all the rows as files, as `kappa run` writes its output.
+    fn batch(&self, w: &World, job: &StreamJob) -> String {
+        let events = w.write(
+            "all-events.csv",
+            &format!("{EVENTS_HEADER}\n{}\n", self.events.join("\n")),
+        );
+        let mut latest = std::collections::BTreeMap::new();
+        for u in &self.users {
+            latest.insert(u.split(',').next().unwrap().to_string(), u.clone());
+        }
+        let rows: Vec<&str> = latest.values().map(String::as_str).collect();
+        let users = w.write(
+            "all-users.csv",
+            &format!("{USERS_HEADER}\n{}\n", rows.join("\n")),
+        );
+        let out = w.path(&format!("batch-{}", job.job));
+        let mut run = vec![
+            "run".to_string(),
+            job.job.to_string(),
+            "--overwrite".into(),
+            "-o".into(),
+            out.display().to_string(),
+        ];
+        for (name, topic) in job.inputs {
+            let file = if *topic == "events" { &events } else { &users };
+            run.extend(["-i".into(), format!("{name}={file}")]);
+        }
+        for p in job.params {
+            run.extend(["-p".into(), p.to_string()]);
+        }
+        w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+        std::fs::read_to_string(out.join(format!("{}.csv", job.output)))
+            .unwrap()
+            .replace('"', "")
+    }
+}
+
+/// The table of `job` equals the batch run over all rows, and verifies.
+fn assert_table_is_batch(w: &World, data: &Data, job: &StreamJob, how: &str) {
+    assert_eq!(
+        table_csv(&w.path("tables.db"), job.output),
+        data.batch(w, job),
+        "job {}: the table streamed {how} differs from batch",
+        job.job
+    );
+    let out = w.kappa(&["table", "verify", job.output]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(": identical ("),
+        "verify {} after {how}: {text}",
+        job.output
+    );
+}
+
+fn until_caught_up(job: &StreamJob, workers: usize) -> Vec<String> {
+    let mut args = stream_args(job);
+    args.extend([
+        "--until-caught-up".into(),
+        "--workers".into(),
+        workers.to_string(),
+        "--max-batch".into(),
+        "100".into(),
+    ]);
+    args
+}
+
+#[test]
+fn streams_across_processes_equal_batch_also_when_the_process_count_changes() {
+    let w = World::new();
+    let data = Data::new(&w, 0x51ab, 1200);
+    data.produce(&w, 0);
+    for job in JOBS {
+        let err = cluster_ok(&w, 2, &until_caught_up(job, 1));
+        assert!(err.contains("[p0] kappa stream: created"), "{err}");
+        assert!(
+            err.contains("[p1] kappa: process 1 of 2 reads its share"),
+            "{err}"
+        );
+    }
+    data.produce(&w, 1);
+    for job in JOBS {
+        // Three processes of two workers resume what two of one built.
+        let err = cluster_ok(&w, 3, &until_caught_up(job, 2));
+        assert!(err.contains("[p0] kappa stream: resuming"), "{err}");
+        assert_table_is_batch(&w, &data, job, "on 2 then 3 processes");
+    }
+    // And back to one process, with nothing new: nothing changes.
+    let job = &JOBS[0];
+    let args = until_caught_up(job, 2);
+    w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_table_is_batch(&w, &data, job, "on 2, 3, then 1 process");
+}
+
+/// Waits (bounded) until `output`'s live version has committed offsets.
+fn wait_for_commit(w: &World, output: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let committed = TableStore::open_existing(&w.path("tables.db")).is_ok_and(|store| {
+            store.find_by_output(output, None).is_ok_and(|d| {
+                store
+                    .offsets(d.id)
+                    .is_ok_and(|o| o.values().any(|&n| n > 0))
+            })
+        });
+        if committed {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{output}: the stream committed nothing within 60 s");
+}
+
+#[test]
+fn a_killed_stream_process_ends_the_others_and_a_restart_resumes_exactly_once() {
+    let w = World::new();
+    let data = Data::new(&w, 0xdead, 1500);
+    data.produce(&w, 0);
+    let job = &JOBS[0];
+    let mut args = stream_args(job);
+    args.extend([
+        "--workers".into(),
+        "1".into(),
+        "--max-batch".into(),
+        "50".into(),
+    ]);
+    let hosts = hostfile(&w, 2);
+    let p0 = start(&w, &args, 2, 0, &hosts);
+    let mut p1 = start(&w, &args, 2, 1, &hosts);
+    wait_for_commit(&w, job.output);
+    p1.kill().unwrap(); // SIGKILL
+    p1.wait().unwrap();
+    let out =
+        wait_within(p0, Duration::from_secs(30)).expect("process 0 went on after process 1 died");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("lost process 1 (127.0.0.1:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    data.produce(&w, 1);
+    cluster_ok(&w, 3, &until_caught_up(job, 1));
+    assert_table_is_batch(&w, &data, job, "after a SIGKILL, on 3 processes");
+}
+
+#[test]
+fn stream_processes_that_disagree_are_refused_and_leave_no_deployment() {
+    let w = World::new();
+    let data = Data::new(&w, 7, 100);
+    data.produce(&w, 0);
+    let hosts = hostfile(&w, 2);
+    let args = |key: &str| {
+        let mut a = stream_args(&JOBS[0]);
+        let at = a.iter().position(|p| p.starts_with("key=")).unwrap();
+        a[at] = format!("key={key}");
+        a.push("--until-caught-up".into());
+        a.extend(["--workers".into(), "1".into()]);
+        a
+    };
+    let p0 = start(&w, &args("user"), 2, 0, &hosts);
+    let p1 = start(&w, &args("page"), 2, 1, &hosts);
+    for (i, p) in [p0, p1].into_iter().enumerate() {
+        let out = wait_within(p, Duration::from_secs(60)).expect("a refused process hung");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "process {i}: {err}");
+        assert!(
+            err.contains("process 1 was started with another job, parameters")
+                && err.contains("process 0 has `param key=user`, process 1 has `param key=page`"),
+            "process {i}: {err}"
+        );
+    }
+    assert!(
+        !w.path("tables.db").exists(),
+        "a refused stream left its table store"
+    );
+}
+
+/// A key whose records go to partition `partition` of 2 (crc32c routing).
+fn key_in_partition(partition: u32) -> String {
+    (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| crc32c::crc32c(k.as_bytes()) % 2 == partition)
+        .unwrap()
+}
+
+#[test]
+fn a_bad_record_read_by_another_process_fails_every_process_or_is_counted_by_the_committer() {
+    let w = World::new();
+    w.ok(&["log", "create", "ev", "--partitions", "2"]);
+    let (k0, k1) = (key_in_partition(0), key_in_partition(1));
+    // Worker 1 (process 1) reads partition 1, where the bad record is.
+    let rows = format!("user,ts\n{k0},10\n{k1},20\n{k1},x\n{k0},30\n");
+    let file = w.write("ev.csv", &rows);
+    w.ok(&["log", "produce", "ev", "--file", &file, "--key", "user"]);
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = [
+            "stream",
+            "sessionize",
+            "-i",
+            "events=ev",
+            "--until-caught-up",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(["--workers".into(), "1".into()]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let mut all = vec!["cluster", "-n", "2", "--"];
+    let failing = args(&[]);
+    all.extend(failing.iter().map(String::as_str));
+    let out = w.kappa(&all).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let at = "topic ev, partition 1, offset 1, column 2 (ts): expected an integer, found \"x\"";
+    assert!(
+        err.lines().any(|l| l.starts_with("[p1]") && l.contains(at)),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("[p0]") && l.contains("process 1 failed") && l.contains(at)),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    cluster_ok(&w, 2, &args(&["--on-bad-row", "skip"]));
+    let out = w.kappa(&["table", "status", "--csv"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    let bad = header
+        .iter()
+        .position(|h| h.eq_ignore_ascii_case("bad_rows"))
+        .unwrap();
+    assert_eq!(row[bad], "1", "{text}");
+    // The same rows as files, in one process, skipping the same record.
+    let out = w.path("batch");
+    w.ok(&[
+        "run",
+        "sessionize",
+        "-i",
+        &format!("events={file}"),
+        "--on-bad-row",
+        "skip",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let batch = std::fs::read_to_string(out.join("sessions.csv")).unwrap();
+    assert_eq!(table_csv(&w.path("tables.db"), "sessions"), batch);
+}
