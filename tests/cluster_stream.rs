@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use kappa::table::TableStore;
 
-use crate::common::{Rng, World};
+use crate::common::{Rng, World, output_within};
 use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users};
 
 const EVENTS_HEADER: &str = "user,user_id,ts,page,amount";
@@ -41,7 +41,8 @@ fn cluster_ok(w: &World, n: usize, args: &[String]) -> String {
     ];
     all.extend(args.iter().cloned());
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let out = w.kappa(&all).output().unwrap();
+    let out = output_within(&mut w.kappa(&all), Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("kappa {all:?} ran for more than 120 s"));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "kappa {all:?} failed:\n{err}");
     err
@@ -367,4 +368,33 @@ fn a_bad_record_read_by_another_process_fails_every_process_or_is_counted_by_the
     ]);
     let batch = std::fs::read_to_string(out.join("sessions.csv")).unwrap();
     assert_eq!(table_csv(&w.path("tables.db"), "sessions"), batch);
+}
+
+#[test]
+fn reprocess_and_rollback_across_processes_swap_whole_versions() {
+    const V1: StreamJob = StreamJob {
+        job: "group-by",
+        output: "groups",
+        inputs: &[("input", "events")],
+        params: &["key=user", "agg=count,max:ts"],
+    };
+    let v2 = &JOBS[0];
+    assert_eq!((v2.job, v2.output), (V1.job, V1.output));
+    let w = World::new();
+    let data = Data::new(&w, 0xab1e, 800);
+    data.produce(&w, 0);
+    cluster_ok(&w, 2, &until_caught_up(&V1, 1));
+    let mut reprocess = until_caught_up(v2, 1);
+    reprocess[0] = "reprocess".into();
+    let err = cluster_ok(&w, 2, &reprocess);
+    assert!(err.contains("[p0] kappa: swapped groups to v2"), "{err}");
+    data.produce(&w, 1);
+    let rollback: Vec<String> = ["table", "rollback", "groups", "--until-caught-up", "-q"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--workers".into(), "2".into()])
+        .collect();
+    let err = cluster_ok(&w, 3, &rollback);
+    assert!(err.contains("[p0] kappa: swapped groups to v1"), "{err}");
+    assert_table_is_batch(&w, &data, &V1, "rolled back on 3 processes");
 }

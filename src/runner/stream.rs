@@ -413,9 +413,15 @@ impl Shared {
     /// first sends it, once).
     fn send_told(&self, control: &mut ControlInput) {
         let told = std::mem::take(&mut *self.outbox.lock().expect("outbox poisoned"));
+        if told.is_empty() {
+            return;
+        }
         for c in told {
             control.send(c);
         }
+        // Now, not at the next epoch: after its inputs close, a worker
+        // waits for the others, which may be waiting for this word.
+        control.flush();
     }
 
     /// A control message from some worker (every worker gets each one).
