@@ -398,3 +398,43 @@ fn reprocess_and_rollback_across_processes_swap_whole_versions() {
     assert!(err.contains("[p0] kappa: swapped groups to v1"), "{err}");
     assert_table_is_batch(&w, &data, &V1, "rolled back on 3 processes");
 }
+
+#[test]
+fn sigterm_to_the_launcher_stops_every_process_of_a_stream_cleanly() {
+    let w = World::new();
+    let data = Data::new(&w, 0x7e, 600);
+    data.produce(&w, 0);
+    let job = &JOBS[0];
+    let mut args = vec!["cluster".to_string(), "-n".into(), "2".into(), "--".into()];
+    args.extend(stream_args(job));
+    args.extend(["--workers".into(), "1".into()]);
+    let launcher = w
+        .kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_commit(&w, job.output);
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &launcher.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = wait_within(launcher, Duration::from_secs(30)).expect("the stream did not stop");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("[p0] kappa stream: process 0 of 2 stopped"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[p1] kappa stream: process 1 of 2 stopped"),
+        "{err}"
+    );
+    // What was committed is a consistent prefix: a restart on one process
+    // catches up to exactly the batch result.
+    data.produce(&w, 1);
+    let args = until_caught_up(job, 2);
+    w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_table_is_batch(&w, &data, job, "after a SIGTERM to the launcher");
+}

@@ -5,10 +5,14 @@
 //! stderr with `[pI]`, and exits with the first failure: once one process
 //! fails, the others are stopped if they have not ended a few seconds
 //! later (one that waits for the failed one to connect would wait long).
+//! SIGINT or SIGTERM to the launcher is passed on to every process as
+//! SIGTERM, so a stream across processes stops at an epoch boundary as one.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -44,12 +48,21 @@ pub fn cluster(args: ClusterArgs) -> anyhow::Result<ExitCode> {
     let hostfile = std::env::temp_dir().join(format!("kappa-cluster-{}.hosts", std::process::id()));
     std::fs::write(&hostfile, free_addresses(args.processes)?.join("\n") + "\n")
         .context("cannot write the host file")?;
-    let code = start_and_wait(&args, &hostfile);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())
+            .context("cannot install signal handler")?;
+    }
+    let code = start_and_wait(&args, &hostfile, &stop);
     let _ = std::fs::remove_file(&hostfile);
     code
 }
 
-fn start_and_wait(args: &ClusterArgs, hostfile: &std::path::Path) -> anyhow::Result<ExitCode> {
+fn start_and_wait(
+    args: &ClusterArgs,
+    hostfile: &std::path::Path,
+    stop: &AtomicBool,
+) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the kappa binary")?;
     let mut children: Vec<Process> = Vec::new();
     for i in 0..args.processes {
@@ -75,7 +88,7 @@ fn start_and_wait(args: &ClusterArgs, hostfile: &std::path::Path) -> anyhow::Res
         };
         children.push(prefixed(i, child));
     }
-    Ok(wait_all(children))
+    Ok(wait_all(children, stop))
 }
 
 /// `n` addresses on 127.0.0.1 whose ports were free a moment ago (the
@@ -115,7 +128,8 @@ fn prefixed(index: usize, mut child: Child) -> Process {
 
 /// Waits for every process; after the first failure, stops the others.
 /// The exit code is the first failure's, or success.
-fn wait_all(mut processes: Vec<Process>) -> ExitCode {
+fn wait_all(mut processes: Vec<Process>, stop: &AtomicBool) -> ExitCode {
+    let mut forwarded = false;
     let mut failed: Option<(usize, i32)> = None;
     let mut stopped = false;
     let mut failed_at = None;
@@ -134,6 +148,15 @@ fn wait_all(mut processes: Vec<Process>) -> ExitCode {
             if !status.success() && failed.is_none() {
                 failed = Some((p.index, status.code().unwrap_or(1)));
                 failed_at = Some(Instant::now());
+            }
+        }
+        if !forwarded && stop.load(Ordering::Relaxed) {
+            forwarded = true;
+            for p in processes.iter().filter(|p| p.copier.is_some()) {
+                if let Ok(pid) = libc::pid_t::try_from(p.child.id()) {
+                    // SAFETY: kill(2) on the pid of a child not yet waited for.
+                    unsafe { libc::kill(pid, libc::SIGTERM) };
+                }
             }
         }
         // The others see the failure too and end by themselves; the grace
