@@ -438,3 +438,145 @@ fn sigterm_to_the_launcher_stops_every_process_of_a_stream_cleanly() {
     w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_table_is_batch(&w, &data, job, "after a SIGTERM to the launcher");
 }
+
+/// Two network namespaces joined by a veth pair, removed when dropped.
+struct Namespaces {
+    names: [String; 2],
+    addresses: [String; 2],
+}
+
+impl Namespaces {
+    /// `None` (with the reason) where namespaces cannot be made here.
+    fn new() -> Result<Namespaces, String> {
+        let id = std::process::id();
+        let names = [format!("kappa-a-{id}"), format!("kappa-b-{id}")];
+        let net = format!("10.213.{}", id % 250);
+        let ns = Namespaces {
+            addresses: [format!("{net}.1"), format!("{net}.2")],
+            names,
+        };
+        let [a, b] = &ns.names;
+        let (va, vb) = (format!("kva{id}"), format!("kvb{id}"));
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), a.clone()],
+            vec!["netns".into(), "add".into(), b.clone()],
+            ["link", "add", &va, "type", "veth", "peer", "name", &vb]
+                .map(String::from)
+                .to_vec(),
+            ["link", "set", &va, "netns", a].map(String::from).to_vec(),
+            ["link", "set", &vb, "netns", b].map(String::from).to_vec(),
+        ];
+        for step in steps {
+            ip(None, &step)?;
+        }
+        for (name, (veth, addr)) in ns
+            .names
+            .iter()
+            .zip([(&va, &ns.addresses[0]), (&vb, &ns.addresses[1])])
+        {
+            ip(
+                Some(name),
+                &["addr", "add", &format!("{addr}/24"), "dev", veth].map(String::from),
+            )?;
+            ip(Some(name), &["link", "set", veth, "up"].map(String::from))?;
+            ip(Some(name), &["link", "set", "lo", "up"].map(String::from))?;
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = ip(None, &["netns".into(), "del".into(), name.clone()]);
+        }
+    }
+}
+
+/// `ip ARGS`, in namespace `ns` if given.
+fn ip(ns: Option<&str>, args: &[String]) -> Result<(), String> {
+    let mut cmd = std::process::Command::new("ip");
+    if let Some(ns) = ns {
+        cmd.args(["netns", "exec", ns, "ip"]);
+    }
+    let out = cmd.args(args).output().map_err(|e| format!("ip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn processes_in_separate_network_namespaces_stream_and_run_as_one() {
+    let ns = match Namespaces::new() {
+        Ok(ns) => ns,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED processes_in_separate_network_namespaces_stream_and_run_as_one: cannot create network namespaces here ({why}); the other cluster tests run over loopback"
+            );
+            return;
+        }
+    };
+    let w = World::new();
+    let hosts = w.path("hosts-netns");
+    let text: String = ns
+        .addresses
+        .iter()
+        .map(|a| format!("{a}:24301\n"))
+        .collect();
+    std::fs::write(&hosts, text).unwrap();
+    let data = Data::new(&w, 0x4e7, 900);
+    data.produce(&w, 0);
+    data.produce(&w, 1);
+    let in_ns = |process: usize, args: &[String]| -> Child {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &ns.names[process], crate::common::KAPPA])
+            .args(args)
+            .args(["--processes", "2", "--process", &process.to_string()])
+            .arg("--hostfile")
+            .arg(&hosts)
+            .env("KAPPA_LOG_DIR", w.path("log"))
+            .env("KAPPA_TABLE_DB", w.path("tables.db"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let both = |args: &[String]| {
+        let p1 = in_ns(1, args);
+        let p0 = in_ns(0, args);
+        for (i, p) in [p0, p1].into_iter().enumerate() {
+            let out = wait_within(p, Duration::from_secs(120)).expect("a process hung");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "process {i}: {err}");
+        }
+    };
+    let job = &JOBS[0];
+    both(&until_caught_up(job, 1));
+    assert_table_is_batch(&w, &data, job, "across two network namespaces");
+    // A batch run over the same rows as a file, across the namespaces.
+    let file = w.write(
+        "ns-events.csv",
+        &format!("{EVENTS_HEADER}\n{}\n", data.events.join("\n")),
+    );
+    let out = w.path("ns-batch");
+    let mut run: Vec<String> = vec!["run".into(), job.job.into(), "-o".into()];
+    run.push(out.display().to_string());
+    run.extend([
+        "-i".into(),
+        format!("input={file}"),
+        "--workers".into(),
+        "1".into(),
+    ]);
+    for p in job.params {
+        run.extend(["-p".into(), p.to_string()]);
+    }
+    both(&run);
+    let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
+    assert_eq!(batch.replace('"', ""), data.batch(&w, job));
+}
