@@ -59,7 +59,7 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// A host file of `n` addresses on 127.0.0.1 whose ports were free.
-fn hostfile(dir: &Path, n: usize) -> PathBuf {
+pub(crate) fn hostfile(dir: &Path, n: usize) -> PathBuf {
     let listeners: Vec<_> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();

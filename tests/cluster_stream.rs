@@ -4,32 +4,16 @@
 //! verify, whatever the process count, also when it changes between
 //! restarts and after a process is killed.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use kappa::table::TableStore;
-
+use crate::cluster::hostfile;
 use crate::common::{Rng, World, output_within};
-use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users};
+use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users, wait_for_commit};
 
 const EVENTS_HEADER: &str = "user,user_id,ts,page,amount";
 const USERS_HEADER: &str = "user_id,country";
-
-/// A host file of `n` addresses on 127.0.0.1 whose ports were free.
-fn hostfile(w: &World, n: usize) -> PathBuf {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let text: String = listeners
-        .iter()
-        .map(|l| format!("{}\n", l.local_addr().unwrap()))
-        .collect();
-    let path = w.path(&format!("hosts-{n}"));
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 /// `kappa cluster -n N -- ARGS` in `w`, expecting success; its stderr.
 fn cluster_ok(w: &World, n: usize, args: &[String]) -> String {
@@ -214,25 +198,6 @@ fn streams_across_processes_equal_batch_also_when_the_process_count_changes() {
     assert_table_is_batch(&w, &data, job, "on 2, 3, then 1 process");
 }
 
-/// Waits (bounded) until `output`'s live version has committed offsets.
-fn wait_for_commit(w: &World, output: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        let committed = TableStore::open_existing(&w.path("tables.db")).is_ok_and(|store| {
-            store.find_by_output(output, None).is_ok_and(|d| {
-                store
-                    .offsets(d.id)
-                    .is_ok_and(|o| o.values().any(|&n| n > 0))
-            })
-        });
-        if committed {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("{output}: the stream committed nothing within 60 s");
-}
-
 #[test]
 fn a_killed_stream_process_ends_the_others_and_a_restart_resumes_exactly_once() {
     let w = World::new();
@@ -246,7 +211,7 @@ fn a_killed_stream_process_ends_the_others_and_a_restart_resumes_exactly_once() 
         "--max-batch".into(),
         "50".into(),
     ]);
-    let hosts = hostfile(&w, 2);
+    let hosts = hostfile(w.dir.path(), 2);
     let p0 = start(&w, &args, 2, 0, &hosts);
     let mut p1 = start(&w, &args, 2, 1, &hosts);
     wait_for_commit(&w, job.output);
@@ -268,7 +233,7 @@ fn stream_processes_that_disagree_are_refused_and_leave_no_deployment() {
     let w = World::new();
     let data = Data::new(&w, 7, 100);
     data.produce(&w, 0);
-    let hosts = hostfile(&w, 2);
+    let hosts = hostfile(w.dir.path(), 2);
     let args = |key: &str| {
         let mut a = stream_args(&JOBS[0]);
         let at = a.iter().position(|p| p.starts_with("key=")).unwrap();

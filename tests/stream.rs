@@ -123,7 +123,7 @@ pub(crate) const JOBS: &[StreamJob] = &[
 ];
 
 /// Waits (bounded) until the live deployment of `output` has committed offsets.
-fn wait_for_commit(w: &World, output: &str) {
+pub(crate) fn wait_for_commit(w: &World, output: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let committed = TableStore::open_existing(&w.path("tables.db")).is_ok_and(|store| {
