@@ -15,21 +15,40 @@ use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users, wait
 const EVENTS_HEADER: &str = "user,user_id,ts,page,amount";
 const USERS_HEADER: &str = "user_id,country";
 
-/// `kappa cluster -n N -- ARGS` in `w`, expecting success; its stderr.
-fn cluster_ok(w: &World, n: usize, args: &[String]) -> String {
+/// `kappa cluster -n N -- ARGS` in `w`, bounded at 120 s.
+fn cluster_run(w: &World, n: usize, args: &[&str]) -> Output {
     let mut all = vec![
         "cluster".to_string(),
         "-n".into(),
         n.to_string(),
         "--".into(),
     ];
-    all.extend(args.iter().cloned());
+    all.extend(args.iter().map(|a| a.to_string()));
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let out = output_within(&mut w.kappa(&all), Duration::from_secs(120))
-        .unwrap_or_else(|| panic!("kappa {all:?} ran for more than 120 s"));
+    output_within(&mut w.kappa(&all), Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("kappa {all:?} ran for more than 120 s"))
+}
+
+/// `kappa cluster -n N -- ARGS` in `w`, expecting success; its stderr.
+fn cluster_ok(w: &World, n: usize, args: &[String]) -> String {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cluster_run(w, n, &args);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "kappa {all:?} failed:\n{err}");
+    assert!(
+        out.status.success(),
+        "kappa cluster {args:?} failed:\n{err}"
+    );
     err
+}
+
+/// `kappa table verify OUTPUT ARGS` on `n` processes: whether it
+/// succeeded, its stdout and its stderr.
+fn cluster_verify(w: &World, n: usize, output: &str, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec!["table", "verify", output];
+    args.extend(extra);
+    let out = cluster_run(w, n, &args);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
 /// Process `process` of `processes` of `kappa ARGS`, in the background.
@@ -157,6 +176,17 @@ fn assert_table_is_batch(w: &World, data: &Data, job: &StreamJob, how: &str) {
         "verify {} after {how}: {text}",
         job.output
     );
+    // The same check as one run across two processes.
+    let (ok, out, err) = cluster_verify(w, 2, job.output, &["-w", "2"]);
+    assert!(
+        ok && out.contains(": identical ("),
+        "cluster verify {}: {out}\n{err}",
+        job.output
+    );
+    assert!(
+        err.contains("[p1] kappa: process 1 of 2 recomputes its share"),
+        "{err}"
+    );
 }
 
 fn until_caught_up(job: &StreamJob, workers: usize) -> Vec<String> {
@@ -196,6 +226,20 @@ fn streams_across_processes_equal_batch_also_when_the_process_count_changes() {
     let args = until_caught_up(job, 2);
     w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_table_is_batch(&w, &data, job, "on 2, 3, then 1 process");
+    // A verify across processes notices a table that no longer matches the log.
+    let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let (ok, out, err) = cluster_verify(&w, 3, "groups", &["-w", "2"]);
+    assert!(
+        !ok && out.contains("DIFFERS") && out.contains("only in table (1x): u3,"),
+        "{out}\n{err}"
+    );
 }
 
 #[test]
@@ -333,6 +377,17 @@ fn a_bad_record_read_by_another_process_fails_every_process_or_is_counted_by_the
     ]);
     let batch = std::fs::read_to_string(out.join("sessions.csv")).unwrap();
     assert_eq!(table_csv(&w.path("tables.db"), "sessions"), batch);
+    // verify across processes meets the record on process 1 too: it fails
+    // every process, or skips it as the stream did.
+    let (ok, out, err) = cluster_verify(&w, 2, "sessions", &["-w", "1"]);
+    assert!(
+        !ok && err.lines().any(|l| l.starts_with("[p1]") && l.contains(at)),
+        "{out}\n{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let (ok, out, err) = cluster_verify(&w, 2, "sessions", &["-w", "1", "--on-bad-row", "skip"]);
+    assert!(ok && out.contains(": identical ("), "{out}\n{err}");
+    assert!(err.contains("[p0] skipped 1 bad records"), "{err}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `kappa table verify NAME [--version N]`: recompute a table version with
-//! the batch path over exactly the log offsets it has applied, and compare.
+//! the batch path over exactly the log offsets it has applied, and compare;
+//! across processes with the cluster flags (process 0 compares).
 
 use std::path::Path;
 
@@ -8,10 +9,11 @@ use clap::Args;
 
 use super::run::OnBadRow;
 use super::stream::{LogDirArg, StoreArgs};
+use super::workers::WorkerArgs;
 use crate::engine;
 use crate::registry::Registry;
 use crate::runner::verify::OutputCheck;
-use crate::table::TableVersion;
+use crate::table::{TableStore, TableVersion};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -28,21 +30,26 @@ pub struct VerifyArgs {
     /// The null marker the stream used, if any.
     #[arg(long, value_name = "STR")]
     pub null: Option<String>,
-    /// Worker threads for the recomputation [default: the number of cores].
-    #[arg(short, long, value_name = "N")]
-    pub workers: Option<usize>,
+    #[command(flatten)]
+    pub workers: WorkerArgs,
 }
 
 pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
-    let paths = StoreArgs {
+    let log = StoreArgs {
         log: args.log,
         table_db: table_db.to_path_buf(),
-    };
-    let (log, store) = paths.open()?;
+    }
+    .open_log()?;
+    let store = TableStore::open_existing(table_db)
+        .with_context(|| format!("cannot read table store {}", table_db.display()))?;
+    let workers = args.workers.config()?;
+    if !workers.is_first_process() {
+        eprintln!(
+            "kappa: process {} of {} recomputes its share of the partitions; process 0 compares",
+            workers.process, workers.processes
+        );
+    }
     let options = args.on_bad_row.read_options(args.null.clone());
-    let workers = args
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let check = engine::verify(
         registry,
         &store,
@@ -50,9 +57,12 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow:
         &args.name,
         args.version,
         &options,
-        workers,
+        &workers,
     )
     .with_context(|| format!("cannot verify {}", args.name))?;
+    let Some(check) = check else {
+        return Ok(());
+    };
     let (version, applied) = (check.deployment.version, check.applied);
     for out in &check.outputs {
         report(out, version, applied)?;

@@ -345,8 +345,7 @@ impl OnLog {
         settings: &StreamSettings,
         catch_up: Option<CatchUp>,
     ) -> Result<StreamSummary, EngineError> {
-        let params = self.new_deployment(DeploymentState::Live).params;
-        let fingerprint = super::batch::describe_job(&*self.job, &params).join("\n");
+        let fingerprint = self.fingerprint();
         let run = StreamRun {
             plan: self.plan,
             inputs: self.inputs,
@@ -367,6 +366,13 @@ impl OnLog {
             catch_up,
         };
         Ok(run.run()?)
+    }
+
+    /// The job, its version and parameters, one fact per line: what every
+    /// process of a cluster run must agree on.
+    pub fn fingerprint(&self) -> String {
+        let params = self.new_deployment(DeploymentState::Live).params;
+        super::batch::describe_job(&*self.job, &params).join("\n")
     }
 
     /// Why the live deployment `d` cannot be resumed by this job.

@@ -5,7 +5,8 @@
 use super::{EngineError, OnLog};
 use crate::log::Log;
 use crate::registry::Registry;
-use crate::runner::verify::{OutputCheck, compare, recompute};
+use crate::runner::WorkerConfig;
+use crate::runner::verify::{OutputCheck, Recompute, compare};
 use crate::source::{BadRows, ReadOptions};
 use crate::table::{Deployment, TableStore, TableVersion};
 
@@ -29,7 +30,11 @@ impl Verification {
     }
 }
 
-/// Verifies version `version` (default: the live one) of output `output`.
+/// Verifies version `version` (default: the live one) of output `output`
+/// on `workers`. In a cluster run every process calls this with the same
+/// arguments; the first reads the offsets and the tables and compares
+/// (`Some`), the others read only the catalog, for the job that built the
+/// version, and recompute their share (`None`).
 pub fn verify(
     registry: &Registry,
     store: &TableStore,
@@ -37,28 +42,38 @@ pub fn verify(
     output: &str,
     version: Option<TableVersion>,
     options: &ReadOptions,
-    workers: usize,
-) -> Result<Verification, EngineError> {
+    workers: &WorkerConfig,
+) -> Result<Option<Verification>, EngineError> {
     let d = store.find_by_output(output, version.map(|v| v.0))?;
     let on_log = OnLog::for_deployment(registry, &d, log)?;
-    let offsets = store.offsets(d.id)?;
-    let (expected, bad_rows) = recompute(
-        log,
-        &on_log.plan,
-        &on_log.inputs,
-        &offsets,
-        options,
-        workers,
-    )?;
+    let first = workers.is_first_process();
+    let offsets = first.then(|| store.offsets(d.id)).transpose()?;
+    let recompute = Recompute {
+        log: log.clone(),
+        fingerprint: format!(
+            "{}\nverifies {} {}",
+            on_log.fingerprint(),
+            output,
+            d.version
+        ),
+        plan: on_log.plan,
+        inputs: on_log.inputs,
+        options: options.clone(),
+        workers: workers.clone(),
+    };
+    let expected = recompute.run(offsets.clone())?;
+    let Some(offsets) = offsets else {
+        return Ok(None);
+    };
     let mut outputs = Vec::new();
-    for (i, (out, expected)) in d.outputs.iter().zip(&expected).enumerate() {
+    for (i, (out, expected)) in d.outputs.iter().zip(&expected.outputs).enumerate() {
         let table = store.read_rows(&d.table(i))?;
         outputs.push(compare(&out.name, &table, expected));
     }
-    Ok(Verification {
+    Ok(Some(Verification {
         applied: offsets.values().sum(),
         deployment: d,
         outputs,
-        bad_rows,
-    })
+        bad_rows: expected.bad_rows,
+    }))
 }

@@ -89,21 +89,11 @@ pub fn run_timed(
     let guards = timely::execute(timely::Config::process(workers.max(1)), move |worker| {
         let (index, peers) = (worker.index(), worker.peers());
         let (plan, inputs) = &*shared;
-        let (mut sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
-            let (sessions, outputs) = plan.instantiate(scope, updates)?;
-            Ok::<_, RunError>((sessions, collect_outputs(outputs, None)))
-        })?;
-        for (session, updates) in sessions.iter_mut().zip(inputs) {
-            for (row, t, n) in updates.iter().skip(index).step_by(peers) {
-                if *t > *session.time() {
-                    session.advance_to(*t);
-                }
-                session.update(row.clone(), *n);
-            }
-        }
-        sessions.clear();
-        while worker.step_or_park(None) {}
-        Ok::<_, RunError>(std::mem::take(&mut *collected.borrow_mut()))
+        let mine = inputs
+            .iter()
+            .map(|updates| updates.iter().skip(index).step_by(peers).cloned())
+            .collect();
+        compute_on_worker(worker, plan, updates, mine, None)
     })
     .map_err(RunError::Timely)?;
     let mut outputs: Vec<OutputRows> = vec![Vec::new(); plan.outputs.len()];
@@ -118,4 +108,35 @@ pub fn run_timed(
         consolidate(rows);
     }
     Ok(outputs)
+}
+
+/// One worker's part of an in-memory run: builds `plan`'s dataflow, feeds
+/// it this worker's share of each input (updates sorted by epoch), runs it
+/// to completion, and returns the output changes collected here, unsorted
+/// (`gather` as in [`collect_outputs`]).
+pub(super) fn compute_on_worker<I>(
+    worker: &mut timely::worker::Worker,
+    plan: &Plan,
+    updates: Updates,
+    inputs: Vec<I>,
+    gather: Option<usize>,
+) -> Result<Vec<OutputRows>, RunError>
+where
+    I: Iterator<Item = (Row, Time, isize)>,
+{
+    let (mut sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
+        let (sessions, outputs) = plan.instantiate(scope, updates)?;
+        Ok::<_, RunError>((sessions, collect_outputs(outputs, gather)))
+    })?;
+    for (session, updates) in sessions.iter_mut().zip(inputs) {
+        for (row, t, n) in updates {
+            if t > *session.time() {
+                session.advance_to(t);
+            }
+            session.update(row, n);
+        }
+    }
+    sessions.clear();
+    while worker.step_or_park(None) {}
+    Ok(std::mem::take(&mut *collected.borrow_mut()))
 }

@@ -457,19 +457,7 @@ impl Shared {
         let mut text = run.fingerprint.clone();
         let w = &run.workers;
         let _ = write!(text, "\nworkers {} x {} processes", w.threads, w.processes);
-        for (input, read) in run.inputs.iter().zip(&run.plan.inputs) {
-            let _ = write!(
-                text,
-                "\ninput {} topic {} ({} partitions{}) read as {read:?}",
-                input.schema.name,
-                input.topic,
-                input.partitions,
-                if input.compacted { ", compacted" } else { "" }
-            );
-        }
-        for o in &run.plan.outputs {
-            let _ = write!(text, "\nwrites {o:?}");
-        }
+        let _ = write!(text, "\n{}", describe_reads(&run.inputs, &run.plan));
         let _ = write!(text, "\nread options {:?}", run.options);
         let _ = write!(text, "\nepochs {:?}", run.epochs);
         let _ = write!(text, "\nuntil caught up {}", run.until_caught_up);
@@ -1063,6 +1051,25 @@ impl Shared {
 }
 
 /// Another process' failure, as this one reports it.
+/// The topics a plan reads and what it writes, one fact per line, for the
+/// agreement of a cluster run.
+pub(super) fn describe_reads(inputs: &[TopicInput], plan: &Plan) -> String {
+    let mut lines = Vec::new();
+    for (input, read) in inputs.iter().zip(&plan.inputs) {
+        lines.push(format!(
+            "input {} topic {} ({} partitions{}) read as {read:?}",
+            input.schema.name,
+            input.topic,
+            input.partitions,
+            if input.compacted { ", compacted" } else { "" }
+        ));
+    }
+    for o in &plan.outputs {
+        lines.push(format!("writes {o:?}"));
+    }
+    lines.join("\n")
+}
+
 fn peer(process: usize, message: &str) -> RunError {
     RunError::Peer {
         process,

@@ -261,8 +261,9 @@ fn a_new_job_version_is_refused_by_stream_and_verify() {
     let mut registry = kappa::Registry::new();
     registry.add(Arc::new(CardRiskV2));
     let options = Default::default();
-    let err =
-        kappa::engine::verify(&registry, &store, &log, "risk", None, &options, 1).unwrap_err();
+    let workers = kappa::runner::WorkerConfig::threads(1);
+    let err = kappa::engine::verify(&registry, &store, &log, "risk", None, &options, &workers)
+        .unwrap_err();
     assert!(err.to_string().contains("this program has v2"), "{err}");
     assert_eq!(CardRiskV2.spec().name, "card-risk");
 }
