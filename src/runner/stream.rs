@@ -1050,7 +1050,6 @@ impl Shared {
     }
 }
 
-/// Another process' failure, as this one reports it.
 /// The topics a plan reads and what it writes, one fact per line, for the
 /// agreement of a cluster run.
 pub(super) fn describe_reads(inputs: &[TopicInput], plan: &Plan) -> String {
@@ -1070,6 +1069,7 @@ pub(super) fn describe_reads(inputs: &[TopicInput], plan: &Plan) -> String {
     lines.join("\n")
 }
 
+/// Another process' failure, as this one reports it.
 fn peer(process: usize, message: &str) -> RunError {
     RunError::Peer {
         process,
