@@ -55,8 +55,8 @@ LOG=$TMP/log
 stream_pair() { # NAME JOB ARGS...: the stream on 1x2 and on 2x1; tables must be identical
     local name=$1 job=$2; shift 2
     local a=$TMP/$name-1x2.db b=$TMP/$name-2x1.db
-    PRE="rm -f '$a'*" bench "stream_${name}_1x2" "$KAPPA" stream "$job" "$@" --log-dir "$LOG" --table-db "$a" --until-caught-up -q --workers 2
-    PRE="rm -f '$b'*" bench "stream_${name}_2x1" "$KAPPA" cluster -n 2 -- stream "$job" "$@" --log-dir "$LOG" --table-db "$b" --until-caught-up -q --workers 1
+    PRE="rm -rf '$a'*" bench "stream_${name}_1x2" "$KAPPA" stream "$job" "$@" --log-dir "$LOG" --table-db "$a" --until-caught-up -q --workers 2
+    PRE="rm -rf '$b'*" bench "stream_${name}_2x1" "$KAPPA" cluster -n 2 -- stream "$job" "$@" --log-dir "$LOG" --table-db "$b" --until-caught-up -q --workers 1
     local table=${*: -1}
     local q="SELECT * FROM $table ORDER BY 1"
     [[ $(sqlite3 "$a" "$q" | md5sum) == $(sqlite3 "$b" "$q" | md5sum) ]] || { echo "error: stream $name: tables differ" >&2; exit 1; }
