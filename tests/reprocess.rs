@@ -454,3 +454,119 @@ fn reprocess_refuses_a_log_whose_start_was_deleted() {
         "--from-earliest-available",
     ]);
 }
+
+/// `(user,start)` → the row, from a `sessions.csv` of `kappa run`.
+fn sessions_by_key(csv: &str) -> std::collections::BTreeMap<(String, String), String> {
+    csv.lines()
+        .skip(1)
+        .map(|line| {
+            let mut f = line.split(',');
+            let key = (f.next().unwrap().to_string(), f.next().unwrap().to_string());
+            (key, line.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn diff_then_swap_auto_if() {
+    use DeploymentState::*;
+    let w = World::new();
+    let mut all = Vec::new();
+    w.ok(&["log", "create", "events", "--partitions", "2"]);
+    w.produce(&mut all, &events(0, 400));
+    w.ok(&[STREAM, &["-p", "gap=1800"]].concat());
+
+    // The rule is checked before anything is made.
+    let reprocess = |gap: &str, rule: &str| {
+        let param = format!("gap={gap}");
+        let args = [
+            "reprocess",
+            "sessionize",
+            "-i",
+            "events=events",
+            "-p",
+            &param,
+        ];
+        let rest = ["--until-caught-up", "--swap", "auto-if", rule];
+        w.kappa(&[&args[..], &rest[..]].concat()).output().unwrap()
+    };
+    let bad = reprocess("600", "moved <= 1");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("unknown count 'moved'"), "{err}");
+    assert_eq!(w.states(), vec![(1, Live)]);
+
+    // gap=600 splits sessions: the rule 'different = 0' keeps v2 waiting.
+    let out = reprocess("600", "different = 0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("not swapping v2 in: sessions v2 against v1: different"),
+        "{err}"
+    );
+    assert_eq!(w.states(), vec![(1, Live), (2, Building)]);
+
+    // The diff, against a plain comparison of the two batch outputs.
+    let (old, new) = (
+        sessions_by_key(&w.batch(&all, "1800")),
+        sessions_by_key(&w.batch(&all, "600")),
+    );
+    let mut want: Vec<(String, String, String)> = Vec::new();
+    for (k, row) in &new {
+        match old.get(k) {
+            None => want.push(("added".into(), "v2".into(), row.clone())),
+            Some(o) if o != row => {
+                want.push(("changed".into(), "v1".into(), o.clone()));
+                want.push(("changed".into(), "v2".into(), row.clone()));
+            }
+            Some(_) => {}
+        }
+    }
+    for (k, row) in &old {
+        if !new.contains_key(k) {
+            want.push(("removed".into(), "v1".into(), row.clone()));
+        }
+    }
+    assert!(
+        !want.is_empty(),
+        "the two gaps must give different sessions"
+    );
+    let out = w
+        .kappa(&["table", "diff", "sessions", "--csv", "--limit", "100000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut got: Vec<(String, String, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let mut f = l.splitn(3, ',');
+            let (a, b, c) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+            (a.to_string(), b.to_string(), c.to_string())
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let added = want.iter().filter(|r| r.0 == "added").count();
+    assert!(
+        summary.contains(&format!("added     {added} (")),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!("{} -> {} keys", old.len(), new.len())),
+        "{summary}"
+    );
+
+    // Reviewed: swap by hand. Then a rule that holds swaps by itself.
+    w.ok(&["table", "swap", "sessions", "--version", "2"]);
+    let out = reprocess("1800", "different <= 100000");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("within 'different <= 100000'"), "{err}");
+    assert!(err.contains("swapped sessions to v3"), "{err}");
+    assert_eq!(w.states(), vec![(1, Dropped), (2, Retired), (3, Live)]);
+    same(&w.view(), &w.batch(&all, "1800"), "view");
+}

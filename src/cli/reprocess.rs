@@ -5,30 +5,25 @@
 use std::path::Path;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::stream::{
     JobOnLogArgs, LogDirArg, StoreArgs, StreamOptions, plan_on_log, run_and_report,
 };
 use crate::engine::OnLog;
 use crate::registry::Registry;
-use crate::runner::stream::CatchUp;
-use crate::table::TableStore;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SwapMode {
-    /// Swap the views as soon as the new version has caught up.
-    Auto,
-    /// Wait for `kappa table swap NAME --version N`.
-    Manual,
-}
+use crate::runner::stream::{CatchUp, SwapPolicy};
+use crate::table::{SwapRule, TableStore};
 
 /// When and how a building version goes live.
 #[derive(Debug, Args)]
 pub struct SwapArgs {
-    /// Swap automatically on catch-up, or wait for `kappa table swap`.
-    #[arg(long, value_enum, default_value_t = SwapMode::Auto)]
-    pub swap: SwapMode,
+    /// When the caught-up version goes live: `auto` (at once), `manual` (at
+    /// `kappa table swap`), or `auto-if RULE`: only if its diff against the
+    /// live version meets RULE (e.g. 'changed <= 1%', 'added <= 100 and
+    /// removed = 0'), else it waits as with `manual` and says why.
+    #[arg(long, num_args = 1..=2, value_names = ["MODE", "RULE"], default_value = "auto")]
+    pub swap: Vec<String>,
     /// Caught up when the total lag behind the log end is at most this [default: one epoch, --max-batch].
     #[arg(long, value_name = "N")]
     pub max_lag: Option<u64>,
@@ -38,12 +33,26 @@ pub struct SwapArgs {
 }
 
 impl SwapArgs {
-    fn catch_up(&self, options: &StreamOptions) -> CatchUp {
-        CatchUp {
+    fn catch_up(&self, options: &StreamOptions) -> anyhow::Result<CatchUp> {
+        let swap = match self.swap.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+            ["auto"] => SwapPolicy::Auto,
+            ["manual"] => SwapPolicy::Manual,
+            ["auto-if", rule] => {
+                SwapPolicy::AutoIf(SwapRule::parse(rule).map_err(anyhow::Error::msg)?)
+            }
+            ["auto-if"] => {
+                anyhow::bail!("--swap auto-if needs a rule, e.g. --swap auto-if 'changed <= 1%'")
+            }
+            _ => anyhow::bail!(
+                "--swap takes auto, manual or auto-if RULE, not '{}'",
+                self.swap.join(" ")
+            ),
+        };
+        Ok(CatchUp {
             max_lag: self.max_lag.unwrap_or(options.max_batch as u64),
-            swap: self.swap == SwapMode::Auto,
+            swap,
             keep: self.keep,
-        }
+        })
     }
 }
 
@@ -62,7 +71,7 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
     let options = &args.job.options;
     let log = args.job.store.open_log()?;
     let on_log = plan_on_log(registry, &args.job, &log)?;
-    let catch_up = args.swap.catch_up(options);
+    let catch_up = args.swap.catch_up(options)?;
     if !options.first_process()? {
         return run_and_report(on_log, None, options, &args.job.store, Some(catch_up));
     }
@@ -109,7 +118,7 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
         log: args.log,
         table_db: table_db.to_path_buf(),
     };
-    let catch_up = args.swap.catch_up(&args.options);
+    let catch_up = args.swap.catch_up(&args.options)?;
     if !args.options.first_process()? {
         // The catalog is read for the version's job and parameters, never written.
         let log = paths.open_log()?;

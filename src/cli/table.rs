@@ -1,6 +1,7 @@
 //! `kappa table ...`: the output tables from the command line — which
 //! outputs and versions there are, their rows, the status and progress of
-//! every deployment, and the manual swap and drop.
+//! every deployment, what changed between two versions, and the manual swap
+//! and drop.
 //!
 //! The store is `--table-db PATH`, else `$KAPPA_TABLE_DB`, else
 //! `./kappa-data/tables.db`. No command creates a store: with none at the
@@ -15,7 +16,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::registry::Registry;
-use crate::table::{Deployment, DeploymentState, TableError, TableStore, TableVersion};
+use crate::table::{Change, Deployment, DeploymentState, TableError, TableStore, TableVersion};
 use crate::value::Value;
 
 #[derive(Debug, Args)]
@@ -50,6 +51,11 @@ enum TableCommand {
     /// version that was live is retired (kept for rollback).
     #[command(disable_version_flag = true)]
     Swap(VersionArgs),
+    /// What changed between two versions of an output: keys added, removed
+    /// and changed (counts and the first rows of each), e.g. before a
+    /// manual swap.
+    #[command(disable_version_flag = true)]
+    Diff(DiffArgs),
     /// Drop a version's tables (never the live one); the catalog keeps its
     /// history and its version number is never reused.
     #[command(disable_version_flag = true)]
@@ -75,6 +81,21 @@ struct ShowArgs {
     /// Print at most this many distinct rows.
     #[arg(long, default_value_t = 100,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 31))]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct DiffArgs {
+    /// The output (the name of its view).
+    name: String,
+    /// The old version [default: the live one].
+    #[arg(long, value_name = "N")]
+    from: Option<TableVersion>,
+    /// The new version [default: the newest other version that has tables].
+    #[arg(long, value_name = "N")]
+    to: Option<TableVersion>,
+    /// Rows shown of each kind (added, removed, changed).
+    #[arg(long, default_value_t = 10)]
     limit: usize,
 }
 
@@ -105,6 +126,7 @@ pub fn run(registry: &Registry, args: TableArgs) -> anyhow::Result<()> {
         TableCommand::Show(a) => out!("{}", show(&store, &a, args.csv)?.render(args.csv))?,
         TableCommand::Status => out!("{}", status(&store)?.render(args.csv))?,
         TableCommand::Swap(a) => swap(&mut store, &a)?,
+        TableCommand::Diff(a) => out!("{}", diff(&store, &a, args.csv)?.render(args.csv))?,
         TableCommand::Drop(a) => drop_version(&mut store, &a)?,
         TableCommand::Rollback(_) | TableCommand::Verify(_) => unreachable!("handled above"),
     }
@@ -315,6 +337,88 @@ fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
     };
     outln!("{outputs}: {} is live ({old})", d.version)?;
     Ok(())
+}
+
+/// The diff's rows as a grid (`change`, `version`, the columns); its
+/// counts on stdout before the grid, or on stderr under `--csv`.
+fn diff(store: &TableStore, a: &DiffArgs, csv: bool) -> anyhow::Result<Grid> {
+    let (from, to) = diff_versions(store, a)?;
+    let d = store.diff(&a.name, from, to, a.limit)?;
+    let c = &d.counts;
+    let key: Vec<&str> = d.key.iter().map(|&k| d.columns[k].as_str()).collect();
+    let mut summary = format!(
+        "{} v{from} -> v{to}, keyed by ({}): {} -> {} keys\n",
+        a.name,
+        key.join(","),
+        c.from_keys,
+        c.to_keys
+    );
+    for (what, n) in [
+        ("added", c.added),
+        ("removed", c.removed),
+        ("changed", c.changed),
+    ] {
+        let p = crate::table::diff::percent(c.percent(n));
+        summary.push_str(&format!("  {what:<9} {n} ({p})\n"));
+    }
+    summary.push_str(&format!("  unchanged {}", c.unchanged));
+    if csv {
+        eprintln!("{summary}");
+    } else {
+        outln!("{summary}")?;
+    }
+    let mut header = vec!["change".to_string(), "version".to_string()];
+    header.extend(d.columns.iter().cloned());
+    if d.bag {
+        header.push("kappa_count".into());
+    }
+    let mut grid = Grid::with_header(header);
+    let mut push = |change: &str, version: u32, rows: &[(crate::value::Row, isize)]| {
+        for (row, n) in rows {
+            let mut cells = vec![change.to_string(), format!("v{version}")];
+            cells.extend(row.iter().map(|v| cell(v, csv)));
+            if d.bag {
+                cells.push(n.to_string());
+            }
+            grid.push(cells);
+        }
+    };
+    for change in &d.examples {
+        match change {
+            Change::Added(rows) => push("added", to, rows),
+            Change::Removed(rows) => push("removed", from, rows),
+            Change::Changed { from: old, to: new } => {
+                push("changed", from, old);
+                push("changed", to, new);
+            }
+        }
+    }
+    Ok(grid)
+}
+
+/// `--from` or the live version; `--to` or the newest other version that
+/// still has its tables.
+fn diff_versions(store: &TableStore, a: &DiffArgs) -> anyhow::Result<(u32, u32)> {
+    let from = match a.from {
+        Some(v) => v.0,
+        None => store.find_by_output(&a.name, None)?.version.0,
+    };
+    if let Some(to) = a.to {
+        return Ok((from, to.0));
+    }
+    let newest = store
+        .deployments_of(&a.name)?
+        .into_iter()
+        .filter(|d| d.state != DeploymentState::Dropped && d.version.0 != from)
+        .map(|d| d.version.0)
+        .max();
+    let to = newest.with_context(|| {
+        format!(
+            "{} has no version other than v{from} to compare with (name one with --to)",
+            a.name
+        )
+    })?;
+    Ok((from, to))
 }
 
 fn drop_version(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {

@@ -20,7 +20,8 @@ use super::outputs::OutputChange;
 use crate::job::Time;
 use crate::log::Log;
 use crate::table::{
-    DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, TableError, TableStore,
+    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SwapRule,
+    TableError, TableStore,
 };
 use crate::value::Row;
 
@@ -65,10 +66,22 @@ pub type TaggedChange = ((usize, Row), isize);
 pub struct CatchUp {
     /// Caught up when the total lag behind the log end is at most this.
     pub max_lag: u64,
-    /// Swap the views to this version when caught up (else wait for `kappa table swap`).
-    pub swap: bool,
+    /// Whether to swap the views to this version when caught up.
+    pub swap: SwapPolicy,
     /// Retired versions kept after a swap (older ones are dropped).
     pub keep: usize,
+}
+
+/// Whether a building version goes live by itself once caught up.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SwapPolicy {
+    /// Swap at once.
+    Auto,
+    /// Wait for `kappa table swap`.
+    Manual,
+    /// Compare every output with its live version once, on catch-up, and
+    /// swap only if the diff meets the rule; else wait as `Manual`, saying why.
+    AutoIf(SwapRule),
 }
 
 /// Worker 0's committer state.
@@ -265,30 +278,84 @@ impl Committer {
             self.store.mark_caught_up(&self.lease)?;
             eprintln!("kappa: {} caught up (lag {lag})", d.version);
         }
-        if catch_up.swap {
-            let retired = self.store.swap_owned(&self.lease)?;
-            let outputs: Vec<String> = d.outputs.iter().map(|o| o.name.clone()).collect();
-            let dropped = self.store.retire_old(&outputs, catch_up.keep)?;
-            let versions = |ids: &[i64]| -> Result<String, TableError> {
-                let mut names = Vec::new();
-                for &id in ids {
-                    names.push(self.store.deployment(id)?.version.to_string());
+        match &catch_up.swap {
+            SwapPolicy::Manual => Ok(()),
+            SwapPolicy::Auto => self.swap_in(&d, catch_up.keep),
+            SwapPolicy::AutoIf(rule) => match self.review(&d, rule)? {
+                Ok(()) => self.swap_in(&d, catch_up.keep),
+                Err(why) => {
+                    let output = &d.outputs[0].name;
+                    eprintln!(
+                        "kappa: not swapping {} in: {why} (rule '{rule}'); review it with \
+                         `kappa table diff {output} --to {}` and swap it in with \
+                         `kappa table swap {output} --version {}`",
+                        d.version, d.version.0, d.version.0
+                    );
+                    self.catch_up = Some(CatchUp {
+                        swap: SwapPolicy::Manual,
+                        ..catch_up
+                    });
+                    Ok(())
                 }
-                Ok(if names.is_empty() {
-                    "none".into()
-                } else {
-                    names.join(", ")
-                })
-            };
-            eprintln!(
-                "kappa: swapped {} to {} (retired: {}; dropped: {}); streaming on as the live version",
-                outputs.join(","),
-                d.version,
-                versions(&retired)?,
-                versions(&dropped)?
-            );
-            self.catch_up = None;
+            },
         }
+    }
+
+    /// Whether every output of `d` differs from its live version within
+    /// `rule` (an output with no live version passes): the first breach,
+    /// named by output, otherwise.
+    fn review(&self, d: &Deployment, rule: &SwapRule) -> Result<Result<(), String>, TableError> {
+        for o in &d.outputs {
+            let live = match self.store.find_by_output(&o.name, None) {
+                Ok(live) => live,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            let diff = self.store.diff(&o.name, live.version.0, d.version.0, 0)?;
+            if let Err(why) = rule.check(&diff.counts) {
+                return Ok(Err(format!(
+                    "{} {} against {}: {why}",
+                    o.name, d.version, live.version
+                )));
+            }
+            eprintln!(
+                "kappa: {} {} against {}: {} added, {} removed, {} changed of {} keys, within '{rule}'",
+                o.name,
+                d.version,
+                live.version,
+                diff.counts.added,
+                diff.counts.removed,
+                diff.counts.changed,
+                diff.counts.from_keys
+            );
+        }
+        Ok(Ok(()))
+    }
+
+    /// Makes `d` live, drops the retired versions beyond `keep`, and says so.
+    fn swap_in(&mut self, d: &Deployment, keep: usize) -> Result<(), TableError> {
+        let retired = self.store.swap_owned(&self.lease)?;
+        let outputs: Vec<String> = d.outputs.iter().map(|o| o.name.clone()).collect();
+        let dropped = self.store.retire_old(&outputs, keep)?;
+        let versions = |ids: &[i64]| -> Result<String, TableError> {
+            let mut names = Vec::new();
+            for &id in ids {
+                names.push(self.store.deployment(id)?.version.to_string());
+            }
+            Ok(if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            })
+        };
+        eprintln!(
+            "kappa: swapped {} to {} (retired: {}; dropped: {}); streaming on as the live version",
+            outputs.join(","),
+            d.version,
+            versions(&retired)?,
+            versions(&dropped)?
+        );
+        self.catch_up = None;
         Ok(())
     }
 

@@ -47,7 +47,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 
 use super::cluster;
 use super::combine::Combiner;
-pub use super::commit::CatchUp;
+pub use super::commit::{CatchUp, SwapPolicy};
 use super::commit::{Committer, CommitterSetup, EpochReport, is_retired};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};

@@ -4,7 +4,7 @@
 //! and none of them is a bare string:
 //! - *not found* (`DeploymentNotFound`, `OutputNotFound`, `TableNotFound`,
 //!   `StoreNotFound`): the caller named something the catalog does not have;
-//! - *invalid name* (`InvalidName`) and *invalid request* (`InvalidDeployment`,
+//! - *invalid name* (`InvalidName`) and *invalid request* (`InvalidDeployment`, `NotComparable`,
 //!   `Arity`, `OutputCount`): the request is malformed and nothing was written;
 //! - *state conflict* (`StateConflict`, `LiveConflict`, `OffsetRegression`,
 //!   `RetractMissing`, and the ownership conflicts `Owned` and `Fenced`): the request is well formed but contradicts what the
@@ -54,6 +54,19 @@ pub enum TableError {
     TableNotFound {
         /// The table name given.
         table: String,
+    },
+
+    /// Two versions of an output that cannot be compared row by row.
+    #[error("cannot compare {output} v{from} with v{to}: {reason}")]
+    NotComparable {
+        /// The output.
+        output: String,
+        /// The old version.
+        from: u32,
+        /// The new version.
+        to: u32,
+        /// What differs (their columns or keys).
+        reason: String,
     },
 
     /// A table, view or column name that is not a valid identifier.

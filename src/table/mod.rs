@@ -67,10 +67,12 @@
 //! Files: [`ident`] (names), [`deployment`] (the model), `catalog.rs`
 //! (creating and reading deployments), `owner.rs` (the lock and the lease),
 //! `epoch.rs` (the exactly-once commit),
-//! `swap.rs` (views, swap, drop), `rows.rs` (values in and out of SQLite).
+//! `swap.rs` (views, swap, drop), `rows.rs` (values in and out of SQLite),
+//! [`diff`] (what changed between two versions).
 
 mod catalog;
 pub mod deployment;
+pub mod diff;
 mod epoch;
 mod error;
 pub mod ident;
@@ -99,6 +101,7 @@ use crate::fslock::FileLock;
 pub use deployment::{
     Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
 };
+pub use diff::{Change, DiffCounts, SwapRule, TableDiff};
 pub use epoch::InputOffset;
 pub use error::TableError;
 pub use owner::{DeploymentLock, Lease, this_process};
