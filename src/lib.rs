@@ -34,6 +34,8 @@
 //! - [`engine`]: the orchestration the commands are made of (a job over
 //!   files to committed outputs, a job over topics into a deployment's
 //!   tables, a table version against its recomputation), for programs.
+//! - [`metrics`], [`status`]: a running stream's Prometheus metrics, and
+//!   the HTTP server of `/metrics` and the status page over the catalog.
 //! - [`cli`]: the `kappa` command line.
 
 #![warn(missing_docs)]
@@ -47,6 +49,7 @@ pub mod job;
 #[path = "../jobs/mod.rs"]
 pub mod jobs;
 pub mod log;
+pub mod metrics;
 pub mod ops;
 pub mod prelude;
 pub mod registry;
@@ -55,6 +58,7 @@ pub mod schema;
 pub mod sink;
 pub mod source;
 pub mod stats;
+pub mod status;
 pub mod table;
 pub mod testing;
 pub mod time;

@@ -205,9 +205,60 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Unix ms as `2026-11-29 08:56:03` (UTC), or `-`.
+pub fn format_unix_ms(ms: Option<i64>) -> String {
+    let Some(ms) = ms else { return "-".into() };
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}")
+}
+
+/// `1h02m`, `3m20s`, `12s`, `<1s`.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "<1s".into(),
+        1..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn times_and_durations_read_well() {
+        assert_eq!(format_unix_ms(Some(0)), "1970-01-01 00:00:00");
+        assert_eq!(
+            format_unix_ms(Some(1_795_946_163_000)),
+            "2026-11-29 09:56:03"
+        );
+        assert_eq!(format_unix_ms(None), "-");
+        assert_eq!(
+            format_duration(std::time::Duration::from_millis(300)),
+            "<1s"
+        );
+        assert_eq!(
+            format_duration(std::time::Duration::from_secs(200)),
+            "3m20s"
+        );
+        assert_eq!(
+            format_duration(std::time::Duration::from_secs(3720)),
+            "1h02m"
+        );
+    }
 
     #[test]
     fn epoch_millis_and_rfc3339() {

@@ -17,5 +17,6 @@ mod properties;
 mod readme;
 mod reliability;
 mod reprocess;
+mod status;
 mod stream;
 mod table_cli;

@@ -26,6 +26,7 @@ mod reprocess;
 mod run;
 mod stream;
 mod table;
+mod ui;
 mod verify;
 mod workers;
 
@@ -62,6 +63,8 @@ enum Command {
     Nexmark(nexmark::NexmarkArgs),
     /// Start the processes of one cluster run on this host: `kappa cluster -n 2 -- run JOB ...`.
     Cluster(cluster::ClusterArgs),
+    /// Serve the status page of every deployment in a table store (no job runs).
+    Ui(ui::UiArgs),
 }
 
 /// Runs the command line `args` (the first is the program name) over the
@@ -81,6 +84,7 @@ where
         Command::Reprocess(args) => reprocess::reprocess(registry, args),
         Command::Table(args) => table::run(registry, args),
         Command::Nexmark(args) => nexmark::run(args),
+        Command::Ui(args) => ui::run(args),
         Command::Cluster(args) => match cluster::cluster(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

@@ -13,9 +13,11 @@ use super::run::{LateArgs, OnBadRow, name_value};
 use super::workers::WorkerArgs;
 use crate::engine::{EngineError, OnLog, Started, StreamSettings};
 use crate::log::Log;
+use crate::metrics::StreamMetrics;
 use crate::registry::Registry;
 use crate::runner::RunError;
 use crate::runner::stream::{CatchUp, EpochConfig};
+use crate::status::StatusServer;
 use crate::table::TableStore;
 
 /// The log directory flag (shared by every command that reads the log).
@@ -90,6 +92,10 @@ pub struct StreamOptions {
     /// No progress lines on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Serve Prometheus metrics (/metrics) and the status page (/) here:
+    /// HOST:PORT, or :PORT for 127.0.0.1 (on process 0 of a cluster run).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
     #[command(flatten)]
     pub workers: WorkerArgs,
 }
@@ -167,6 +173,7 @@ impl StreamOptions {
             until_caught_up: self.until_caught_up,
             quiet: self.quiet,
             stop,
+            metrics: None,
         })
     }
 }
@@ -179,7 +186,16 @@ pub fn run_and_report(
     store: &StoreArgs,
     catch_up: Option<CatchUp>,
 ) -> anyhow::Result<()> {
-    let settings = options.settings(store)?;
+    let mut settings = options.settings(store)?;
+    // Process 0 drives the deployment and alone serves its metrics.
+    let _server = match (&options.metrics_addr, &started) {
+        (Some(addr), Some(started)) => {
+            let metrics = Arc::new(StreamMetrics::new(&started.deployment));
+            settings.metrics = Some(metrics.clone());
+            Some(serve_status(addr, &store.table_db, Some(metrics))?)
+        }
+        _ => None,
+    };
     let result = on_log
         .run(started, &settings, catch_up)
         .map_err(|e| match e {
@@ -207,6 +223,23 @@ pub fn run_and_report(
         eprintln!("kappa stream: this version was retired (another version is live now); exiting");
     }
     Ok(())
+}
+
+/// Starts the metrics and status page server on `addr` and says where.
+pub fn serve_status(
+    addr: &str,
+    table_db: &std::path::Path,
+    metrics: Option<Arc<StreamMetrics>>,
+) -> anyhow::Result<StatusServer> {
+    let addr = crate::status::parse_addr(addr).context("--metrics-addr")?;
+    let with_metrics = metrics.is_some();
+    let server = StatusServer::start(addr, table_db.to_path_buf(), metrics)?;
+    let at = server.addr();
+    match with_metrics {
+        true => eprintln!("kappa: status page on http://{at}/, metrics on http://{at}/metrics"),
+        false => eprintln!("kappa: status page on http://{at}/"),
+    }
+    Ok(server)
 }
 
 pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {

@@ -10,13 +10,13 @@
 //! many rows it left out) go to stderr, so the CSV can be piped on.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::registry::Registry;
 use crate::table::{Change, Deployment, DeploymentState, TableError, TableStore, TableVersion};
+use crate::time::{format_duration, format_unix_ms};
 use crate::value::Value;
 
 #[derive(Debug, Args)]
@@ -239,7 +239,7 @@ fn status(store: &TableStore) -> anyhow::Result<Grid> {
     for d in deployments {
         let p = &d.progress;
         let eta = match d.state {
-            DeploymentState::Building => p.eta().map_or("?".into(), duration),
+            DeploymentState::Building => p.eta().map_or("?".into(), format_duration),
             _ => "-".into(),
         };
         let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -254,66 +254,16 @@ fn status(store: &TableStore) -> anyhow::Result<Grid> {
             p.records_per_sec
                 .map_or("-".into(), |r| format!("{r:.0}/s")),
             p.total_lag().to_string(),
-            lag_by_input(&d),
+            d.lag_by_input(),
             p.bad_rows.to_string(),
-            late_dropped(&d),
-            time(Some(d.created_at)),
-            time(d.caught_up_at),
-            time(d.swapped_at),
+            d.late_dropped(),
+            format_unix_ms(Some(d.created_at)),
+            format_unix_ms(d.caught_up_at),
+            format_unix_ms(d.swapped_at),
             eta,
         ]);
     }
     Ok(grid)
-}
-
-/// `events=12 clicks=0`: late events dropped per input under the `drop`
-/// policy, `-` for a deployment that corrects late events.
-fn late_dropped(d: &Deployment) -> String {
-    if !d.params.iter().any(|(k, v)| k == "late" && v == "drop") {
-        return "-".into();
-    }
-    let per_input: Vec<String> = d
-        .inputs
-        .iter()
-        .map(|(input, _)| {
-            let n = d.progress.late_dropped.iter().find(|(i, _)| i == input);
-            format!("{input}={}", n.map_or(0, |(_, n)| *n))
-        })
-        .collect();
-    per_input.join(" ")
-}
-
-/// `events=120 (0:60 1:60); users=0 (0:0)`: per input, its lag summed over
-/// partitions and per partition.
-fn lag_by_input(d: &Deployment) -> String {
-    let mut groups: Vec<(String, Vec<(u32, u64)>)> = d
-        .inputs
-        .iter()
-        .map(|(input, topic)| {
-            let parts = d.progress.lag.iter().filter(|l| &l.topic == topic);
-            (input.clone(), parts.map(|l| (l.partition, l.lag)).collect())
-        })
-        .collect();
-    for l in &d.progress.lag {
-        if !d.inputs.iter().any(|(_, t)| *t == l.topic) {
-            groups.push((format!("topic {}", l.topic), vec![(l.partition, l.lag)]));
-        }
-    }
-    let groups: Vec<String> = groups
-        .into_iter()
-        .filter(|(_, parts)| !parts.is_empty())
-        .map(|(name, mut parts)| {
-            parts.sort_unstable();
-            let sum: u64 = parts.iter().map(|p| p.1).sum();
-            let each: Vec<String> = parts.iter().map(|(p, l)| format!("{p}:{l}")).collect();
-            format!("{name}={sum} ({})", each.join(" "))
-        })
-        .collect();
-    if groups.is_empty() {
-        "-".into()
-    } else {
-        groups.join("; ")
-    }
 }
 
 fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
@@ -442,36 +392,6 @@ fn cell(v: &Value, csv: bool) -> String {
     }
 }
 
-/// Unix ms as `2026-11-29 08:56:03` (UTC), or `-`.
-fn time(ms: Option<i64>) -> String {
-    let Some(ms) = ms else { return "-".into() };
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}")
-}
-
-/// `1h02m`, `3m20s`, `12s`, `<1s`.
-fn duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0 => "<1s".into(),
-        1..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-    }
-}
-
 /// Rows of cells under a header, rendered as aligned text or CSV.
 struct Grid {
     header: Vec<String>,
@@ -563,16 +483,6 @@ mod tests {
             panic!("show")
         };
         assert_eq!(show.version, Some(TableVersion(3)));
-    }
-
-    #[test]
-    fn times_and_durations_read_well() {
-        assert_eq!(time(Some(0)), "1970-01-01 00:00:00");
-        assert_eq!(time(Some(1_795_946_163_000)), "2026-11-29 09:56:03");
-        assert_eq!(time(None), "-");
-        assert_eq!(duration(Duration::from_millis(300)), "<1s");
-        assert_eq!(duration(Duration::from_secs(200)), "3m20s");
-        assert_eq!(duration(Duration::from_secs(3720)), "1h02m");
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub struct StreamSettings {
     /// Set (by a signal handler, or another thread) to stop at the next
     /// epoch boundary.
     pub stop: Arc<AtomicBool>,
+    /// Where the committer records its metrics (process 0 only).
+    pub metrics: Option<Arc<crate::metrics::StreamMetrics>>,
 }
 
 impl StreamSettings {
@@ -88,6 +90,7 @@ impl StreamSettings {
             until_caught_up: false,
             quiet: true,
             stop: Arc::new(AtomicBool::new(false)),
+            metrics: None,
         }
     }
 }
@@ -364,6 +367,7 @@ impl OnLog {
             stop: settings.stop.clone(),
             quiet: settings.quiet,
             catch_up,
+            metrics: settings.metrics.clone(),
         };
         Ok(run.run()?)
     }

@@ -12,6 +12,7 @@
 //!   the table's current content, so they are dropped, not applied.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use differential_dataflow::consolidation::consolidate;
@@ -19,11 +20,15 @@ use differential_dataflow::consolidation::consolidate;
 use super::outputs::OutputChange;
 use crate::job::Time;
 use crate::log::Log;
+use crate::metrics::StreamMetrics;
 use crate::table::{
     Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SwapRule,
     TableError, TableStore,
 };
 use crate::value::Row;
+
+/// How often a running stream prints a progress (or idle) line.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// What a worker tells the committer about one epoch, through the
 /// dataflow, at that epoch's time: sent before the worker inserts the
@@ -113,10 +118,15 @@ pub struct Committer {
     records_total: u64,
     started: Instant,
     last_report: Instant,
+    /// When this run last committed an epoch that read records.
+    last_record: Option<Instant>,
     lag: Vec<PartitionLag>,
     /// Late events dropped per `(input, partition)`, as of the last commit.
     late: BTreeMap<(String, u32), u64>,
     quiet: bool,
+    metrics: Option<Arc<StreamMetrics>>,
+    /// When the lag was last read from the log while idle.
+    idle_lag_at: Instant,
 }
 
 /// The committer's fixed parts.
@@ -135,6 +145,8 @@ pub struct CommitterSetup {
     pub outputs: usize,
     /// No progress lines on stderr.
     pub quiet: bool,
+    /// Where to record what is committed.
+    pub metrics: Option<Arc<StreamMetrics>>,
 }
 
 impl Committer {
@@ -158,9 +170,12 @@ impl Committer {
             records_total: 0,
             started: now,
             last_report: now,
+            last_record: None,
             lag: Vec::new(),
             late: BTreeMap::new(),
             quiet: setup.quiet,
+            metrics: setup.metrics,
+            idle_lag_at: now,
         };
         committer.refresh_lag();
         committer
@@ -264,6 +279,9 @@ impl Committer {
         }
         if state == DeploymentState::Live {
             // Swapped in by hand (`kappa table swap`).
+            if let Some(metrics) = &self.metrics {
+                metrics.set_state(state);
+            }
             self.catch_up = None;
             return Ok(());
         }
@@ -355,6 +373,9 @@ impl Committer {
             versions(&retired)?,
             versions(&dropped)?
         );
+        if let Some(metrics) = &self.metrics {
+            metrics.set_state(DeploymentState::Live);
+        }
         self.catch_up = None;
         Ok(())
     }
@@ -368,6 +389,7 @@ impl Committer {
         consolidate(&mut changes);
         // An idle epoch (nothing read, nothing changed) needs no transaction.
         if changes.is_empty() && log.records == 0 {
+            self.idle();
             return Ok(());
         }
         let mut per_output: Vec<Vec<(Row, isize)>> = vec![Vec::new(); self.outputs];
@@ -390,6 +412,9 @@ impl Committer {
         }
         self.records_total += log.records;
         let now = Instant::now();
+        if log.records > 0 {
+            self.last_record = Some(now);
+        }
         self.refresh_lag();
         let elapsed = self.started.elapsed().as_secs_f64().max(1e-9);
         let stats = EpochStats {
@@ -402,9 +427,13 @@ impl Committer {
             lag: self.lag.clone(),
             late_dropped,
         };
+        let transaction = Instant::now();
         self.store
             .commit_epoch(&self.lease, &per_output, &log.offsets, &stats)?;
-        if !self.quiet && now.duration_since(self.last_report) >= Duration::from_secs(5) {
+        if let Some(metrics) = &self.metrics {
+            metrics.record_epoch(&stats, transaction.elapsed());
+        }
+        if !self.quiet && now.duration_since(self.last_report) >= PROGRESS_EVERY {
             self.report(epoch, &stats);
             self.last_report = now;
         }
@@ -434,6 +463,30 @@ impl Committer {
             }
         }
         self.lag = lag;
+    }
+
+    /// An idle epoch: the lag metric stays current (the log may grow while
+    /// nothing is read), and a line every progress interval tells an idle
+    /// stream from a stuck one.
+    fn idle(&mut self) {
+        if let Some(metrics) = self.metrics.clone()
+            && self.idle_lag_at.elapsed() >= Duration::from_secs(1)
+        {
+            self.idle_lag_at = Instant::now();
+            self.refresh_lag();
+            metrics.set_lag(&self.lag);
+        }
+        if self.quiet || self.last_report.elapsed() < PROGRESS_EVERY {
+            return;
+        }
+        self.last_report = Instant::now();
+        self.refresh_lag();
+        let lag: u64 = self.lag.iter().map(|l| l.lag).sum();
+        let last = match self.last_record {
+            Some(t) => format!("last record {} s ago", t.elapsed().as_secs()),
+            None => "no record read since the start".into(),
+        };
+        eprintln!("kappa stream: idle, lag {lag}, {last}");
     }
 
     /// One progress line on stderr.

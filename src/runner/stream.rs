@@ -110,6 +110,8 @@ pub struct StreamRun {
     pub quiet: bool,
     /// For a building version (reprocess, rollback): when to go live.
     pub catch_up: Option<CatchUp>,
+    /// Where the committer records its metrics.
+    pub metrics: Option<Arc<crate::metrics::StreamMetrics>>,
 }
 
 /// The deployment a run drives.
@@ -1046,6 +1048,7 @@ impl Shared {
             catch_up: self.run.catch_up.clone(),
             outputs: self.run.plan.outputs.len(),
             quiet: self.run.quiet,
+            metrics: self.run.metrics.clone(),
         }))
     }
 }

@@ -232,6 +232,58 @@ impl fmt::Display for Deployment {
 }
 
 impl Deployment {
+    /// `events=12 clicks=0`: late events dropped per input under the `drop`
+    /// policy, `-` for a deployment that corrects late events.
+    pub fn late_dropped(&self) -> String {
+        let d = self;
+        if !d.params.iter().any(|(k, v)| k == "late" && v == "drop") {
+            return "-".into();
+        }
+        let per_input: Vec<String> = d
+            .inputs
+            .iter()
+            .map(|(input, _)| {
+                let n = d.progress.late_dropped.iter().find(|(i, _)| i == input);
+                format!("{input}={}", n.map_or(0, |(_, n)| *n))
+            })
+            .collect();
+        per_input.join(" ")
+    }
+
+    /// `events=120 (0:60 1:60); users=0 (0:0)`: per input, its lag summed over
+    /// partitions and per partition.
+    pub fn lag_by_input(&self) -> String {
+        let d = self;
+        let mut groups: Vec<(String, Vec<(u32, u64)>)> = d
+            .inputs
+            .iter()
+            .map(|(input, topic)| {
+                let parts = d.progress.lag.iter().filter(|l| &l.topic == topic);
+                (input.clone(), parts.map(|l| (l.partition, l.lag)).collect())
+            })
+            .collect();
+        for l in &d.progress.lag {
+            if !d.inputs.iter().any(|(_, t)| *t == l.topic) {
+                groups.push((format!("topic {}", l.topic), vec![(l.partition, l.lag)]));
+            }
+        }
+        let groups: Vec<String> = groups
+            .into_iter()
+            .filter(|(_, parts)| !parts.is_empty())
+            .map(|(name, mut parts)| {
+                parts.sort_unstable();
+                let sum: u64 = parts.iter().map(|p| p.1).sum();
+                let each: Vec<String> = parts.iter().map(|(p, l)| format!("{p}:{l}")).collect();
+                format!("{name}={sum} ({})", each.join(" "))
+            })
+            .collect();
+        if groups.is_empty() {
+            "-".into()
+        } else {
+            groups.join("; ")
+        }
+    }
+
     /// The table of output `index` (in plan order): `OUTPUT__vN`.
     pub fn table(&self, index: usize) -> String {
         ident::table_name(&self.outputs[index].name, self.version.0)

@@ -391,7 +391,7 @@ fn presence_lock(store: &Path) -> Result<FileLock, TableError> {
 }
 
 /// Now, in unix milliseconds.
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
