@@ -412,3 +412,172 @@ pub(crate) fn read_partition(log: &Path, topic: &str, p: u32) -> Vec<kappa::log:
         out.extend(batch);
     }
 }
+
+#[test]
+fn groups_are_listed_reset_and_deleted_as_kafka_tools_do() {
+    let d = LogDir::new();
+    d.ok(&["create", "t", "--partitions", "2"], "");
+    let rows: String = (0..10).map(|i| format!("{i},{i}\n")).collect();
+    d.ok(&["produce", "t", "--key", "k"], &format!("k,n\n{rows}"));
+    d.ok(&["consume", "t", "--group", "g", "--max", "3"], "");
+    let ends: Vec<u64> = d
+        .ok(&["describe", "t"], "")
+        .lines()
+        .skip_while(|l| !l.starts_with("PARTITION"))
+        .skip(1)
+        .take(2)
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ends.iter().sum::<u64>(), 10);
+    // A group that has not committed on a partition lags by all of it.
+    d.ok(
+        &["groups", "reset", "fresh", "--topic", "t", "--to-latest"],
+        "",
+    );
+    d.ok(&["groups", "delete", "fresh", "--topic", "t"], "");
+    let list = d.ok(&["groups"], "");
+    let cells: Vec<&str> = list.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(cells[..2], ["g", "t"], "{list}");
+    assert_eq!(cells[3], "7", "3 of 10 read: {list}");
+
+    let dry = d.ok(
+        &[
+            "groups",
+            "reset",
+            "g",
+            "--topic",
+            "t",
+            "--to-earliest",
+            "--dry-run",
+        ],
+        "",
+    );
+    assert!(dry.lines().skip(1).all(|l| l.ends_with(" 0")), "{dry}");
+    assert_eq!(
+        d.ok(&["groups", "t"], "")
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .nth(3),
+        Some("7")
+    );
+    d.ok(
+        &["groups", "reset", "g", "--topic", "t", "--to-earliest"],
+        "",
+    );
+    assert_eq!(
+        d.ok(&["consume", "t", "--group", "g"], "").lines().count(),
+        11
+    );
+    d.ok(
+        &[
+            "groups",
+            "reset",
+            "g",
+            "--topic",
+            "t",
+            "--to-offset",
+            "1000",
+        ],
+        "",
+    );
+    let desc = d.ok(&["describe", "t"], "");
+    assert!(
+        desc.lines()
+            .filter(|l| l.starts_with("g "))
+            .all(|l| l.ends_with(" 0")),
+        "{desc}"
+    );
+    // A time after every append: the end; the epoch start: the beginning.
+    d.ok(
+        &["groups", "reset", "g", "--topic", "t", "--to-time", "0"],
+        "",
+    );
+    assert_eq!(
+        d.ok(&["consume", "t", "--group", "g"], "").lines().count(),
+        11
+    );
+    d.ok(
+        &[
+            "groups",
+            "reset",
+            "g",
+            "--topic",
+            "t",
+            "--to-time",
+            "2999-01-01T00:00:00Z",
+        ],
+        "",
+    );
+    assert_eq!(d.ok(&["consume", "t", "--group", "g"], ""), "k,n\n");
+
+    let err = d.fails(&["groups", "reset", "g", "--topic", "t"], "");
+    assert!(err.contains("--to-earliest"), "{err}");
+    d.ok(&["groups", "delete", "g", "--topic", "t"], "");
+    let err = d.fails(&["groups", "delete", "g", "--topic", "t"], "");
+    assert!(
+        err.contains("group 'g' has no offsets on topic 't'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn topics_are_altered_and_deleted() {
+    let d = LogDir::new();
+    d.ok(&["create", "t", "--retention-ms", "1000"], "");
+    let out = d.ok(
+        &[
+            "alter",
+            "t",
+            "--retention-ms",
+            "-1",
+            "--retention-bytes",
+            "4096",
+        ],
+        "",
+    );
+    assert!(out.contains("retention_ms     1000  none"), "{out}");
+    assert!(out.contains("retention_bytes  none  4096"), "{out}");
+    let desc = d.ok(&["describe", "t"], "");
+    assert!(desc.contains("4096"), "{desc}");
+    let err = d.fails(&["alter", "t", "--delete-retention-ms", "-5"], "");
+    assert!(
+        err.contains("delete_retention_ms must not be negative"),
+        "{err}"
+    );
+    assert!(d.fails(&["alter", "t"], "").contains("nothing to alter"));
+
+    // A topic a deployment reads is kept unless --force.
+    d.ok(&["produce", "t"], "user,ts,page\nu1,1,/a\n");
+    let db = d.tmp.path().join("tables.db");
+    let out = Command::new(KAPPA)
+        .args([
+            "stream",
+            "sessionize",
+            "-i",
+            "events=t",
+            "--until-caught-up",
+            "-q",
+        ])
+        .arg("--log-dir")
+        .arg(d.log())
+        .arg("--table-db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table_db = format!("--table-db={}", db.display());
+    let err = d.fails(&["delete", "t", &table_db], "");
+    assert!(
+        err.contains("topic 't' is read by sessions v1 (live)"),
+        "{err}"
+    );
+    d.ok(&["delete", "t", &table_db, "--force"], "");
+    assert!(!d.ok(&["list"], "").contains('t'));
+    assert!(d.fails(&["describe", "t"], "").contains("does not exist"));
+}

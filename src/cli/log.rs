@@ -7,8 +7,10 @@
 //! repaired on open (torn tails truncated, interrupted compactions finished
 //! or rolled back) and warnings (unknown files) go to stderr, as does the
 //! summary of produce (its stdout carries `--ack` lines). Subcommands live in `log/`:
-//! `show.rs` (list, describe), `produce.rs` (with `input.rs`), `consume.rs`.
+//! `show.rs` (list, describe), `produce.rs` (with `input.rs`), `consume.rs`,
+//! `admin.rs` (delete, alter, groups).
 
+mod admin;
 mod consume;
 mod input;
 mod produce;
@@ -53,6 +55,12 @@ enum LogCommand {
     Compact(CompactArgs),
     /// Apply the topic's retention now: delete whole segments past its limits.
     Retain(TopicArg),
+    /// Delete a topic with its records and groups (refused while a deployment reads it).
+    Delete(admin::DeleteArgs),
+    /// Change a topic's retention settings.
+    Alter(admin::AlterArgs),
+    /// Consumer groups: list them with their lag, delete one, or reset its offsets.
+    Groups(admin::GroupsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +116,9 @@ pub fn run(args: LogArgs) -> anyhow::Result<()> {
         LogCommand::Consume(a) => consume::consume(&log, a),
         LogCommand::Compact(a) => compact(&log, a),
         LogCommand::Retain(a) => retain(&log, &a.topic),
+        LogCommand::Delete(a) => admin::delete(&log, a),
+        LogCommand::Alter(a) => admin::alter(&log, a),
+        LogCommand::Groups(a) => admin::groups(&log, a),
     }
 }
 

@@ -5,7 +5,8 @@
 //! in segment files (`segment.rs`, `record.rs`) with sparse indexes
 //! (`index.rs`). One writer per topic (`lock.rs`, `topic.rs`), any number of
 //! lock-free readers (`reader.rs`), retention (`retention.rs`), compaction
-//! (`compaction.rs`) and consumer group offsets (`offsets.rs`). Topics that
+//! (`compaction.rs`), consumer group offsets (`offsets.rs`), and deleting
+//! topics, altering their settings and resetting groups (`admin.rs`). Topics that
 //! carry rows encode them in record values as described in [`rows`]; event
 //! times are parsed by [`crate::time`].
 //!
@@ -18,6 +19,7 @@
 //!   never served;
 //! - every metadata file is replaced atomically.
 
+mod admin;
 mod compaction;
 mod error;
 mod fsutil;
@@ -46,6 +48,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use crate::time::{event_time_from_json, parse_event_time};
+pub use admin::{OffsetMove, ResetTo, TopicChange};
 pub use compaction::CompactionReport;
 pub use error::{LogError, Result};
 pub use partition::{OpenReport, Recovery};
@@ -92,8 +95,9 @@ pub struct GroupPartition {
     /// The group's committed offset: the next offset it will read. `None`
     /// when it never committed for this partition.
     pub committed: Option<u64>,
-    /// `latest - committed`, when the group committed for this partition.
-    pub lag: Option<u64>,
+    /// `latest - committed`, or `latest - earliest` when the group never
+    /// committed for this partition (all of it is still to read).
+    pub lag: u64,
 }
 
 /// A consumer group of a topic and where it stands on each partition.
@@ -165,7 +169,7 @@ impl Log {
                 .unwrap_or_default();
             if path.join(META_FILE).is_file() && fsutil::validate_name("topic", &name).is_ok() {
                 topics.push(name);
-            } else {
+            } else if !admin::is_trash(&name) {
                 warnings.push(format!(
                     "ignoring {} (not a topic directory)",
                     path.display()
@@ -218,10 +222,13 @@ impl Log {
                 .iter()
                 .map(|pi| {
                     let c = committed.get(&pi.partition).copied();
+                    // As Kafka counts it: a group that never committed on a
+                    // partition has all of it still to read.
+                    let from = c.unwrap_or(pi.earliest);
                     GroupPartition {
                         partition: pi.partition,
                         committed: c,
-                        lag: c.map(|c| pi.latest.saturating_sub(c)),
+                        lag: pi.latest.saturating_sub(from),
                     }
                 })
                 .collect();

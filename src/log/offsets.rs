@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::{IoContext, LogError, Result};
-use super::fsutil::{read_json, validate_name, write_json};
+use super::fsutil::{fsync_dir, read_json, remove_if_exists, validate_name, write_json};
 
 const GROUPS_DIR: &str = "groups";
 const FORMAT: u32 = 1;
@@ -49,16 +49,7 @@ pub fn commit(
             partitions,
         });
     }
-    let dir = topic_dir.join(GROUPS_DIR);
-    std::fs::create_dir_all(&dir).ctx(&dir)?;
-    let lock_path = dir.join(format!(".{group}.lock"));
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .ctx(&lock_path)?;
-    lock.lock().ctx(&lock_path)?;
+    let (lock, lock_path) = lock_group(topic_dir, group)?;
     let mut stored = fetch(topic_dir, group)?;
     let before = stored.clone();
     stored.extend(offsets.iter().copied());
@@ -71,6 +62,33 @@ pub fn commit(
         write_json(&group_path(topic_dir, group), &file)?;
     }
     lock.unlock().ctx(&lock_path)
+}
+
+/// Removes `group`'s offsets; false when it had none.
+pub fn delete(topic_dir: &Path, group: &str) -> Result<bool> {
+    validate_name("group", group)?;
+    let (lock, lock_path) = lock_group(topic_dir, group)?;
+    let removed = remove_if_exists(&group_path(topic_dir, group))?;
+    if removed {
+        fsync_dir(&topic_dir.join(GROUPS_DIR))?;
+    }
+    lock.unlock().ctx(&lock_path)?;
+    Ok(removed)
+}
+
+/// The group's lock, taken: commits and deletes of one group serialise.
+fn lock_group(topic_dir: &Path, group: &str) -> Result<(std::fs::File, PathBuf)> {
+    let dir = topic_dir.join(GROUPS_DIR);
+    std::fs::create_dir_all(&dir).ctx(&dir)?;
+    let lock_path = dir.join(format!(".{group}.lock"));
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .ctx(&lock_path)?;
+    lock.lock().ctx(&lock_path)?;
+    Ok((lock, lock_path))
 }
 
 /// The committed offsets of `group` (empty if it never committed).

@@ -299,7 +299,110 @@ fn consumer_groups_and_lag() {
     assert!(f.log.fetch_offsets("t", "other").unwrap().is_empty());
     let info = f.log.topic("t").unwrap();
     let lags: Vec<_> = info.groups[0].partitions.iter().map(|p| p.lag).collect();
-    assert_eq!(lags, vec![Some(4), Some(0)]);
+    assert_eq!(lags, vec![4, 0]);
+    // A group that never committed on partition 1 has all of it to read.
+    f.log.commit_offsets("t", "late", &[(0, 10)]).unwrap();
+    let info = f.log.topic("t").unwrap();
+    let late = info.groups.iter().find(|g| g.group == "late").unwrap();
+    let lags: Vec<_> = late
+        .partitions
+        .iter()
+        .map(|p| (p.committed, p.lag))
+        .collect();
+    assert_eq!(lags, vec![(Some(10), 0), (None, 4)]);
+}
+
+#[test]
+fn groups_reset_to_every_kind_of_place_and_delete() {
+    let f = fixture();
+    let config = TopicConfig {
+        partitions: 2,
+        ..Default::default()
+    };
+    f.log.create_topic("t", config).unwrap();
+    let mut w = f.log.writer("t").unwrap();
+    f.now.store(1_000, Ordering::SeqCst);
+    w.append_batch(0, &[RecordIn::new(None, b"a"); 5]).unwrap();
+    f.now.store(2_000, Ordering::SeqCst);
+    w.append_batch(0, &[RecordIn::new(None, b"b"); 5]).unwrap();
+    w.append_batch(1, &[RecordIn::new(None, b"c"); 3]).unwrap();
+    drop(w);
+    f.log.commit_offsets("t", "g", &[(0, 7)]).unwrap();
+    let to = |r: ResetTo, dry: bool| -> Vec<(Option<u64>, u64)> {
+        let moves = f.log.reset_group("t", "g", r, dry).unwrap();
+        moves.iter().map(|m| (m.from, m.to)).collect()
+    };
+    assert_eq!(to(ResetTo::Earliest, true), vec![(Some(7), 0), (None, 0)]);
+    assert_eq!(
+        f.log.fetch_offsets("t", "g").unwrap(),
+        [(0, 7)].into(),
+        "dry run"
+    );
+    assert_eq!(to(ResetTo::Latest, false), vec![(Some(7), 10), (None, 3)]);
+    assert_eq!(
+        f.log.fetch_offsets("t", "g").unwrap(),
+        [(0, 10), (1, 3)].into()
+    );
+    assert_eq!(
+        to(ResetTo::Offset(4), false),
+        vec![(Some(10), 4), (Some(3), 3)]
+    );
+    assert_eq!(
+        to(ResetTo::Time(1_500), false),
+        vec![(Some(4), 5), (Some(3), 0)]
+    );
+    assert_eq!(
+        to(ResetTo::Time(9_000), false),
+        vec![(Some(5), 10), (Some(0), 3)]
+    );
+    assert!(f.log.delete_group("t", "g").unwrap());
+    assert!(!f.log.delete_group("t", "g").unwrap());
+    assert!(f.log.topic("t").unwrap().groups.is_empty());
+}
+
+#[test]
+fn topics_are_altered_and_deleted_under_the_writer_lock() {
+    let f = fixture();
+    f.log.create_topic("t", TopicConfig::default()).unwrap();
+    f.log.create_topic("u", TopicConfig::default()).unwrap();
+    let change = TopicChange {
+        retention_ms: Some(Some(60_000)),
+        retention_bytes: None,
+        delete_retention_ms: Some(5),
+    };
+    let (before, after) = f.log.alter_topic("t", &change).unwrap();
+    assert_eq!(
+        (before.retention_ms, after.retention_ms),
+        (None, Some(60_000))
+    );
+    assert_eq!(f.log.topic("t").unwrap().config, after);
+    let bad = TopicChange {
+        retention_ms: Some(Some(0)),
+        ..Default::default()
+    };
+    assert!(matches!(
+        f.log.alter_topic("t", &bad),
+        Err(LogError::InvalidConfig { .. })
+    ));
+    assert_eq!(f.log.topic("t").unwrap().config, after, "nothing written");
+
+    let w = f.log.writer("t").unwrap();
+    assert!(matches!(
+        f.log.delete_topic("t"),
+        Err(LogError::Locked { .. })
+    ));
+    drop(w);
+    f.log.delete_topic("t").unwrap();
+    assert_eq!(f.log.list_topics().unwrap(), vec!["u".to_string()]);
+    assert!(matches!(
+        f.log.topic("t"),
+        Err(LogError::TopicNotFound { .. })
+    ));
+    // An interrupted delete's leftovers are not a topic, and go with the next delete.
+    std::fs::create_dir(f.log.root().join(".deleted.x.1")).unwrap();
+    assert_eq!(f.log.list_topics().unwrap(), vec!["u".to_string()]);
+    f.log.delete_topic("u").unwrap();
+    assert_eq!(std::fs::read_dir(f.log.root()).unwrap().count(), 0);
 }
 
 #[test]

@@ -126,7 +126,7 @@ fn groups_table(info: &TopicInfo) -> String {
                 gp.partition.to_string(),
                 gp.committed.map_or_else(dash, |c| c.to_string()),
                 p.latest.to_string(),
-                gp.lag.map_or_else(dash, |l| l.to_string()),
+                gp.lag.to_string(),
             ]);
         }
     }
@@ -170,7 +170,7 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// Left-aligned columns separated by two spaces.
-fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+pub(super) fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

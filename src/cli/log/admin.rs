@@ -1,0 +1,264 @@
+//! `kappa log delete | alter | groups`: the topic and consumer-group
+//! administration of Kafka's tools (`kafka-topics --delete`, `kafka-configs
+//! --alter`, `kafka-consumer-groups --list | --describe | --delete |
+//! --reset-offsets`), on the embedded log.
+//!
+//! `delete` refuses a topic that a deployment in the table store still
+//! reads (building or live), unless `--force`: its stream would fail at its
+//! next read and a reprocess could never replay it.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+
+use super::show::table;
+use crate::log::{Log, ResetTo, TopicChange};
+use crate::table::{DeploymentState, TableError, TableStore};
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The topic.
+    topic: String,
+    /// Delete it even though a deployment in the table store reads it.
+    #[arg(long)]
+    force: bool,
+    /// The table store whose deployments are checked.
+    #[arg(long, value_name = "PATH", env = "KAPPA_TABLE_DB", default_value = crate::table::DEFAULT_PATH)]
+    table_db: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct AlterArgs {
+    /// The topic.
+    topic: String,
+    /// Delete sealed segments whose newest record is older than this (ms; -1: no limit).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    retention_ms: Option<i64>,
+    /// Keep each partition under this many bytes (-1: no limit).
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    retention_bytes: Option<i64>,
+    /// How long a tombstone survives compaction (ms).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    delete_retention_ms: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct GroupsArgs {
+    /// Only this topic's groups [default: every topic's].
+    topic: Option<String>,
+    #[command(subcommand)]
+    command: Option<GroupsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+enum GroupsCommand {
+    /// Forget a group's committed offsets on a topic.
+    Delete(GroupTopic),
+    /// Move a group's offsets on every partition of a topic.
+    Reset(ResetArgs),
+}
+
+#[derive(Debug, Args)]
+struct GroupTopic {
+    /// The group.
+    group: String,
+    /// The topic.
+    #[arg(long)]
+    topic: String,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("to").required(true).multiple(false)))]
+struct ResetArgs {
+    #[command(flatten)]
+    at: GroupTopic,
+    /// To the earliest offset each partition holds.
+    #[arg(long, group = "to")]
+    to_earliest: bool,
+    /// To the end of each partition (only new records).
+    #[arg(long, group = "to")]
+    to_latest: bool,
+    /// To this offset (clamped to what each partition holds).
+    #[arg(long, group = "to", value_name = "N")]
+    to_offset: Option<u64>,
+    /// To the first record appended at or after this time (unix ms, or RFC 3339 text).
+    #[arg(long, group = "to", value_name = "T")]
+    to_time: Option<String>,
+    /// Print the moves without committing them.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
+    let readers = readers_of(&a.table_db, &a.topic)?;
+    if !readers.is_empty() && !a.force {
+        bail!(
+            "topic '{}' is read by {} in {}: drop or retire {} first, or pass --force",
+            a.topic,
+            readers.join(", "),
+            a.table_db.display(),
+            if readers.len() == 1 { "it" } else { "them" }
+        );
+    }
+    log.delete_topic(&a.topic)
+        .with_context(|| format!("cannot delete topic '{}'", a.topic))?;
+    eprintln!("deleted topic '{}'", a.topic);
+    Ok(())
+}
+
+/// The building or live deployments of the store at `table_db` that read
+/// `topic` (none when there is no store).
+fn readers_of(table_db: &std::path::Path, topic: &str) -> anyhow::Result<Vec<String>> {
+    let store = match TableStore::open_existing(table_db) {
+        Ok(store) => store,
+        Err(TableError::StoreNotFound { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e).context("cannot check which deployments read the topic"),
+    };
+    let deployments = store.deployments()?;
+    Ok(deployments
+        .iter()
+        .filter(|d| matches!(d.state, DeploymentState::Building | DeploymentState::Live))
+        .filter(|d| d.inputs.iter().any(|(_, t)| t == topic))
+        .map(|d| format!("{d} ({})", d.state))
+        .collect())
+}
+
+pub fn alter(log: &Log, a: AlterArgs) -> anyhow::Result<()> {
+    let change = TopicChange {
+        retention_ms: a.retention_ms.map(|ms| (ms != -1).then_some(ms)),
+        retention_bytes: a
+            .retention_bytes
+            .map(|b| match b {
+                -1 => Ok(None),
+                b => u64::try_from(b).map(Some),
+            })
+            .transpose()
+            .context("--retention-bytes must be -1 or a size")?,
+        delete_retention_ms: a.delete_retention_ms,
+    };
+    if change == TopicChange::default() {
+        bail!("nothing to alter: give --retention-ms, --retention-bytes or --delete-retention-ms");
+    }
+    let (before, after) = log
+        .alter_topic(&a.topic, &change)
+        .with_context(|| format!("cannot alter topic '{}'", a.topic))?;
+    let limit = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+    let rows = [
+        (
+            "retention_ms",
+            limit(before.retention_ms.map(|v| v.to_string())),
+            limit(after.retention_ms.map(|v| v.to_string())),
+        ),
+        (
+            "retention_bytes",
+            limit(before.retention_bytes.map(|v| v.to_string())),
+            limit(after.retention_bytes.map(|v| v.to_string())),
+        ),
+        (
+            "delete_retention_ms",
+            before.delete_retention_ms.to_string(),
+            after.delete_retention_ms.to_string(),
+        ),
+    ];
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .filter(|(_, b, a)| b != a)
+        .map(|(k, b, a)| vec![k.to_string(), b, a])
+        .collect();
+    out!("{}", table(&["SETTING", "WAS", "NOW"], &rows))?;
+    eprintln!(
+        "altered topic '{}'; `kappa log retain {}` applies the limits now",
+        a.topic, a.topic
+    );
+    Ok(())
+}
+
+pub fn groups(log: &Log, a: GroupsArgs) -> anyhow::Result<()> {
+    match a.command {
+        None => list(log, a.topic.as_deref()),
+        Some(GroupsCommand::Delete(g)) => {
+            let deleted = log
+                .delete_group(&g.topic, &g.group)
+                .with_context(|| format!("cannot delete group '{}'", g.group))?;
+            if !deleted {
+                bail!("group '{}' has no offsets on topic '{}'", g.group, g.topic);
+            }
+            eprintln!("deleted group '{}' from topic '{}'", g.group, g.topic);
+            Ok(())
+        }
+        Some(GroupsCommand::Reset(r)) => reset(log, r),
+    }
+}
+
+/// Every group of `topic` (or of every topic): partitions, committed, end, lag.
+fn list(log: &Log, topic: Option<&str>) -> anyhow::Result<()> {
+    let topics = match topic {
+        Some(t) => vec![t.to_string()],
+        None => log.list_topics().context("cannot list topics")?,
+    };
+    let mut rows = Vec::new();
+    for t in topics {
+        let info = log
+            .topic(&t)
+            .with_context(|| format!("cannot read topic '{t}'"))?;
+        for g in &info.groups {
+            let committed = g
+                .partitions
+                .iter()
+                .filter(|p| p.committed.is_some())
+                .count();
+            let lag: u64 = g.partitions.iter().map(|p| p.lag).sum();
+            rows.push(vec![
+                g.group.clone(),
+                t.clone(),
+                format!("{committed}/{}", g.partitions.len()),
+                lag.to_string(),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        eprintln!("no consumer groups");
+        return Ok(());
+    }
+    out!(
+        "{}",
+        table(&["GROUP", "TOPIC", "COMMITTED_PARTITIONS", "LAG"], &rows)
+    )?;
+    Ok(())
+}
+
+fn reset(log: &Log, r: ResetArgs) -> anyhow::Result<()> {
+    let to = match (r.to_earliest, r.to_latest, r.to_offset, &r.to_time) {
+        (true, ..) => ResetTo::Earliest,
+        (_, true, ..) => ResetTo::Latest,
+        (_, _, Some(n), _) => ResetTo::Offset(n),
+        (.., Some(t)) => ResetTo::Time(
+            crate::time::parse_event_time(t)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--to-time '{t}'"))?,
+        ),
+        _ => unreachable!("clap requires one --to-*"),
+    };
+    let (group, topic) = (&r.at.group, &r.at.topic);
+    let moves = log
+        .reset_group(topic, group, to, r.dry_run)
+        .with_context(|| format!("cannot reset group '{group}' on topic '{topic}'"))?;
+    let rows: Vec<Vec<String>> = moves
+        .iter()
+        .map(|m| {
+            vec![
+                m.partition.to_string(),
+                m.from.map_or("-".into(), |o| o.to_string()),
+                m.to.to_string(),
+            ]
+        })
+        .collect();
+    out!("{}", table(&["PARTITION", "FROM", "TO"], &rows))?;
+    match r.dry_run {
+        true => eprintln!("dry run: group '{group}' not moved"),
+        false => eprintln!("moved group '{group}' on topic '{topic}'"),
+    }
+    Ok(())
+}
