@@ -36,6 +36,7 @@
 //!   tables, a table version against its recomputation), for programs.
 //! - [`metrics`], [`status`]: a running stream's Prometheus metrics, and
 //!   the HTTP server of `/metrics` and the status page over the catalog.
+//! - [`english`]: counts in messages (`1 record`, `2 records`).
 //! - [`cli`]: the `kappa` command line.
 
 #![warn(missing_docs)]
@@ -43,6 +44,7 @@
 pub mod app;
 pub mod cli;
 pub mod engine;
+pub mod english;
 pub mod format;
 pub mod fslock;
 pub mod job;

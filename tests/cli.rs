@@ -285,7 +285,7 @@ fn bad_rows_fail_with_their_location_and_leave_nothing() {
         "skip",
     ]);
     assert!(
-        summary.contains("skipped 2 bad rows in input input"),
+        summary.contains("skipped 2 bad rows in input 'input'"),
         "{summary}"
     );
     assert!(

@@ -476,7 +476,7 @@ fn late_drop_agrees_between_batch_and_stream() {
     assert_eq!(table_csv(&w.path("tables.db"), "dropped1"), batch);
     let dropped: u64 = summary
         .lines()
-        .find(|l| l.ends_with("late events in input input (late=drop)"))
+        .find(|l| l.ends_with("late events in input 'input' (late=drop)"))
         .and_then(|l| l.split(' ').nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no late count in the summary: {summary}"));

@@ -294,7 +294,10 @@ fn the_status_page_in_a_browser_shows_the_lag_fall_to_zero() {
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    assert!(dom.contains("v1 went live"), "{dom}");
+    assert!(
+        dom.contains("v1 went live") && dom.contains("v1 caught up"),
+        "{dom}"
+    );
     let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
     let png = artifacts.join("status-page.png");

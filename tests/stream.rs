@@ -416,7 +416,7 @@ fn bad_records_fail_clearly_or_are_counted() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("skipped 1 bad records"), "{err}");
+    assert!(err.contains("skipped 1 bad record;"), "{err}");
     let status = w.ok(&["table", "status", "--csv"]);
     let out = w.kappa(&["table", "status", "--csv"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

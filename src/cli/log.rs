@@ -135,9 +135,9 @@ fn create(log: &Log, a: CreateArgs) -> anyhow::Result<()> {
     log.create_topic(&a.topic, config)
         .with_context(|| format!("cannot create topic '{}'", a.topic))?;
     eprintln!(
-        "created topic '{}' with {} partition(s) in {}",
+        "created topic '{}' with {} in {}",
         a.topic,
-        a.partitions,
+        crate::english::count(a.partitions.into(), "partition"),
         log.root().display()
     );
     Ok(())
@@ -183,10 +183,10 @@ fn compact(log: &Log, a: CompactArgs) -> anyhow::Result<()> {
         .with_context(|| format!("compaction of topic '{}' failed", a.topic))?;
     for r in reports {
         outln!(
-            "partition {}: removed {} records; {} segment(s) rewritten, {} deleted; {} -> {}",
+            "partition {}: removed {}; {} rewritten, {} deleted; {} -> {}",
             r.partition,
-            r.records_removed,
-            r.segments_rewritten,
+            crate::english::count(r.records_removed as u64, "record"),
+            crate::english::count(r.segments_rewritten as u64, "segment"),
             r.segments_deleted,
             show::human_bytes(r.bytes_before),
             show::human_bytes(r.bytes_after),

@@ -1,5 +1,6 @@
 //! `kappa run JOB --input NAME=PATH ... --output DIR`: a job over files.
 
+use crate::english::count;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -256,8 +257,8 @@ impl LateArgs {
 /// The end-of-run summary for stderr.
 fn summary(job: &str, workers: usize, result: &BatchOutput, dir: &std::path::Path) -> String {
     let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
-    let count = |rows: &[(crate::value::Row, isize)]| rows.iter().map(|(_, n)| n).sum::<isize>();
-    let rows_out: isize = result.outputs.iter().map(|(_, rows)| count(rows)).sum();
+    let rows_of = |rows: &[(crate::value::Row, isize)]| rows.iter().map(|(_, n)| n).sum::<isize>();
+    let rows_out: isize = result.outputs.iter().map(|(_, rows)| rows_of(rows)).sum();
     let secs = result.elapsed.as_secs_f64();
     let ins: Vec<String> = result
         .rows_in
@@ -267,27 +268,31 @@ fn summary(job: &str, workers: usize, result: &BatchOutput, dir: &std::path::Pat
     let outs: Vec<String> = result
         .outputs
         .iter()
-        .map(|(o, rows)| format!("{} {}", o.name, count(rows)))
+        .map(|(o, rows)| format!("{} {}", o.name, rows_of(rows)))
         .collect();
     let mut s = format!(
-        "kappa run {job}: {rows_in} rows in ({}), {rows_out} rows out ({}), {secs:.2} s on {workers} workers, {:.0} rows/s -> {}\n",
+        "kappa run {job}: {} in ({}), {} out ({}), {secs:.2} s on {}, {:.0} rows/s -> {}\n",
+        count(rows_in, "row"),
         ins.join(", "),
+        count(rows_out.max(0) as u64, "row"),
         outs.join(", "),
+        count(workers as u64, "worker"),
         rows_in as f64 / secs.max(1e-9),
         dir.display()
     );
     for ((input, _), n) in result.rows_in.iter().zip(&result.late_dropped) {
         if *n > 0 {
             s.push_str(&format!(
-                "dropped {n} late events in input {input} (late=drop)\n"
+                "dropped {} in input '{input}' (late=drop)\n",
+                count(*n, "late event")
             ));
         }
     }
     for ((input, _), bad) in result.rows_in.iter().zip(&result.bad_rows) {
         if bad.count > 0 {
             s.push_str(&format!(
-                "skipped {} bad rows in input {input}; first ones:\n",
-                bad.count
+                "skipped {} in input '{input}'; first ones:\n",
+                count(bad.count, "bad row")
             ));
             for (at, problem) in &bad.examples {
                 s.push_str(&format!("  {at}: {problem}\n"));

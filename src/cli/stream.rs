@@ -12,6 +12,7 @@ use clap::Args;
 use super::run::{LateArgs, OnBadRow, name_value};
 use super::workers::WorkerArgs;
 use crate::engine::{EngineError, OnLog, Started, StreamSettings};
+use crate::english::count;
 use crate::log::Log;
 use crate::metrics::StreamMetrics;
 use crate::registry::Registry;
@@ -207,14 +208,21 @@ pub fn run_and_report(
     let result = result.context("stream failed")?;
     let workers = &settings.workers;
     match workers.processes {
-        1 => eprintln!("kappa stream: stopped after {} records", result.records),
+        1 => eprintln!(
+            "kappa stream: stopped after {}",
+            count(result.records, "record")
+        ),
         n => eprintln!(
-            "kappa stream: process {} of {n} stopped after reading {} records",
-            workers.process, result.records
+            "kappa stream: process {} of {n} stopped after reading {}",
+            workers.process,
+            count(result.records, "record")
         ),
     }
     if result.bad_rows.count > 0 {
-        eprintln!("skipped {} bad records; first ones:", result.bad_rows.count);
+        eprintln!(
+            "skipped {}; first ones:",
+            count(result.bad_rows.count, "bad record")
+        );
         for (at, problem) in &result.bad_rows.examples {
             eprintln!("  {at}: {problem}");
         }

@@ -2,6 +2,7 @@
 //! the batch path over exactly the log offsets it has applied, and compare;
 //! across processes with the cluster flags (process 0 compares).
 
+use crate::english::count;
 use std::path::Path;
 
 use anyhow::{Context, bail};
@@ -69,8 +70,8 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow:
     }
     if check.bad_rows.count > 0 {
         eprintln!(
-            "skipped {} bad records, as --on-bad-row skip asks",
-            check.bad_rows.count
+            "skipped {}, as --on-bad-row skip asks",
+            crate::english::count(check.bad_rows.count, "bad record")
         );
     }
     if !check.identical() {
@@ -84,17 +85,19 @@ fn report(check: &OutputCheck, version: TableVersion, applied: u64) -> anyhow::R
     let name = &check.output;
     if check.identical() {
         outln!(
-            "{name} {version}: identical ({} rows, digest {:016x}) to a batch run over the {applied} records it applied",
-            check.table_rows,
-            check.digest
+            "{name} {version}: identical ({}, digest {:016x}) to a batch run over the {} it applied",
+            count(check.table_rows as u64, "row"),
+            check.digest,
+            count(applied, "record")
         )?;
         return Ok(());
     }
     outln!(
-        "{name} {version}: DIFFERS from a batch run over the {applied} records it applied: table {} rows, batch {} rows; \
+        "{name} {version}: DIFFERS from a batch run over the {} it applied: table {}, batch {}; \
          {} rows only in the table, {} only in the batch",
-        check.table_rows,
-        check.expected_rows,
+        count(applied, "record"),
+        count(check.table_rows as u64, "row"),
+        count(check.expected_rows as u64, "row"),
         check.differing.0,
         check.differing.1
     )?;

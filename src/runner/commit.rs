@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use differential_dataflow::consolidation::consolidate;
 
 use super::outputs::OutputChange;
+use crate::english::count;
 use crate::job::Time;
 use crate::log::Log;
 use crate::metrics::StreamMetrics;
@@ -350,6 +351,25 @@ impl Committer {
         Ok(Ok(()))
     }
 
+    /// A live version is caught up the first time its lag reaches 0 (`table
+    /// status` and the status page show when); a building one is marked in
+    /// `after_epoch`, where it may also swap.
+    fn note_live_caught_up(&mut self) -> Result<(), TableError> {
+        if self.catch_up.is_some() || self.caught_up || self.lag.iter().any(|l| l.lag > 0) {
+            return Ok(());
+        }
+        self.caught_up = true;
+        if self
+            .store
+            .deployment(self.lease.deployment)?
+            .caught_up_at
+            .is_none()
+        {
+            self.store.mark_caught_up(&self.lease)?;
+        }
+        Ok(())
+    }
+
     /// Makes `d` live, drops the retired versions beyond `keep`, and says so.
     fn swap_in(&mut self, d: &Deployment, keep: usize) -> Result<(), TableError> {
         let retired = self.store.swap_owned(&self.lease)?;
@@ -433,6 +453,7 @@ impl Committer {
         if let Some(metrics) = &self.metrics {
             metrics.record_epoch(&stats, transaction.elapsed());
         }
+        self.note_live_caught_up()?;
         if !self.quiet && now.duration_since(self.last_report) >= PROGRESS_EVERY {
             self.report(epoch, &stats);
             self.last_report = now;
@@ -493,8 +514,11 @@ impl Committer {
     pub fn report(&self, epoch: Time, stats: &EpochStats) {
         let lag: u64 = stats.lag.iter().map(|l| l.lag).sum();
         eprintln!(
-            "kappa stream: epoch {epoch}: {} records applied, {:.0} records/s, lag {lag}, epoch latency {} ms, {} bad rows",
-            self.records_total, stats.records_per_sec, stats.epoch_ms, stats.bad_rows_total
+            "kappa stream: epoch {epoch}: {} applied, {:.0} records/s, lag {lag}, epoch latency {} ms, {}",
+            count(self.records_total, "record"),
+            stats.records_per_sec,
+            stats.epoch_ms,
+            count(stats.bad_rows_total, "bad row")
         );
     }
 }

@@ -365,10 +365,11 @@ impl Producer {
             .lines
             .map_or(String::new(), |(a, b)| format!(", lines {a}-{b}"));
         format!(
-            "kappa log produce {topic}: {} records ({}{lines}) into {touched} partition(s) \
+            "kappa log produce {topic}: {} ({}{lines}) into {} \
              (offsets {}), {} in {secs:.2} s, {:.1} MB/s",
-            self.stats.records,
+            crate::english::count(self.stats.records as u64, "record"),
             self.source,
+            crate::english::count(touched as u64, "partition"),
             parts.join(", "),
             super::show::human_bytes(bytes),
             bytes as f64 / 1e6 / secs,
