@@ -185,7 +185,7 @@ fn compact(log: &Log, a: CompactArgs) -> anyhow::Result<()> {
         outln!(
             "partition {}: removed {}; {} rewritten, {} deleted; {} -> {}",
             r.partition,
-            crate::english::count(r.records_removed as u64, "record"),
+            crate::english::count(r.records_removed, "record"),
             crate::english::count(r.segments_rewritten as u64, "segment"),
             r.segments_deleted,
             show::human_bytes(r.bytes_before),

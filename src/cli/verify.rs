@@ -86,7 +86,7 @@ fn report(check: &OutputCheck, version: TableVersion, applied: u64) -> anyhow::R
     if check.identical() {
         outln!(
             "{name} {version}: identical ({}, digest {:016x}) to a batch run over the {} it applied",
-            count(check.table_rows as u64, "row"),
+            count(check.table_rows, "row"),
             check.digest,
             count(applied, "record")
         )?;
@@ -96,8 +96,8 @@ fn report(check: &OutputCheck, version: TableVersion, applied: u64) -> anyhow::R
         "{name} {version}: DIFFERS from a batch run over the {} it applied: table {}, batch {}; \
          {} rows only in the table, {} only in the batch",
         count(applied, "record"),
-        count(check.table_rows as u64, "row"),
-        count(check.expected_rows as u64, "row"),
+        count(check.table_rows, "row"),
+        count(check.expected_rows, "row"),
         check.differing.0,
         check.differing.1
     )?;

@@ -367,7 +367,7 @@ impl Producer {
         format!(
             "kappa log produce {topic}: {} ({}{lines}) into {} \
              (offsets {}), {} in {secs:.2} s, {:.1} MB/s",
-            crate::english::count(self.stats.records as u64, "record"),
+            crate::english::count(self.stats.records, "record"),
             self.source,
             crate::english::count(touched as u64, "partition"),
             parts.join(", "),
