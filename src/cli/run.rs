@@ -136,17 +136,43 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let total_bytes: u64 = planned.inputs.iter().map(InputFiles::bytes).sum();
     let bar = progress_bar(total_bytes);
     if let Some(bar) = bar.clone() {
-        batch = batch.on_progress(Arc::new(move |n: u64| bar.inc(n)));
+        batch = batch.on_progress(Arc::new(move |n: u64| {
+            bar.inc(n);
+            if bar.position() >= total_bytes && bar.length() == Some(total_bytes) {
+                // Read: the rest (exchanges, arrangements, sorting) has no
+                // byte count, so the bar turns into a spinner that says so.
+                phase(&bar, "inputs read; computing and sorting the outputs");
+            }
+        }));
     }
     let stats = args.stats.then(Arc::<crate::stats::Recorder>::default);
     if let Some(stats) = &stats {
         batch = batch.stats(stats.clone());
     }
     let result = batch.run_planned(planned);
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
+    let result = result.with_context(|| format!("job {} failed", spec.name));
+    if let (Some(bar), Ok(r)) = (&bar, &result)
+        && r.holds_outputs
+    {
+        let rows: usize = r.outputs.iter().map(|(_, rows)| rows.len()).sum();
+        phase(
+            bar,
+            &format!(
+                "writing {} to {}",
+                count(rows as u64, "distinct row"),
+                output.display()
+            ),
+        );
     }
-    let result = result.with_context(|| format!("job {} failed", spec.name))?;
+    let result = match result {
+        Ok(result) => result,
+        Err(e) => {
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            return Err(e);
+        }
+    };
     if !result.holds_outputs {
         let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
         eprintln!(
@@ -158,7 +184,11 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    result.commit(&output, args.overwrite)?;
+    let committed = result.commit(&output, args.overwrite);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    committed?;
     tracing::info!(elapsed = ?result.elapsed, "outputs committed");
     eprint!("{}", summary(spec.name, threads, &result, &output));
     for d in &result.decisions {
@@ -191,6 +221,16 @@ fn help(job: Option<&dyn Job>, asked: bool) -> anyhow::Result<()> {
     } else {
         Err(anyhow!("no job given (see `kappa jobs`)"))
     }
+}
+
+/// Turns the bar into a spinner for a phase that has no byte count.
+fn phase(bar: &ProgressBar, what: &str) {
+    bar.set_length(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("valid template"),
+    );
+    bar.set_message(what.to_string());
 }
 
 fn progress_bar(total: u64) -> Option<ProgressBar> {
