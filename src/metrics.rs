@@ -14,6 +14,8 @@
 //! | `kappa_lag_records` | gauge | per partition: the log's end offset minus the next offset to apply |
 //! | `kappa_epoch_latency_seconds` | histogram | from an epoch's close to its commit |
 //! | `kappa_commit_latency_seconds` | histogram | the table store transaction of an epoch |
+//! | `kappa_append_to_visible_seconds` | histogram | per epoch and partition read: from the append of its newest record to the commit that made it visible |
+//! | `kappa_lag_event_time_seconds` | gauge | per partition: now minus the event time of the last record applied (records produced with `--time`), computed at each scrape |
 //! | `kappa_bad_rows_total` | counter | bad records skipped (`--on-bad-row skip`) |
 //! | `kappa_late_dropped_total` | counter | per input: late events dropped (`late=drop`) |
 //! | `kappa_last_record_timestamp_seconds` | gauge | unix time of the last commit that applied records |
@@ -46,6 +48,10 @@ pub struct StreamMetrics {
     lag: Family<Labels, Gauge>,
     epoch_latency: Family<Labels, Histogram>,
     commit_latency: Family<Labels, Histogram>,
+    visible: Family<Labels, Histogram>,
+    event_lag: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// Per partition's labels, the event time (unix ms) of its last record.
+    event_times: Mutex<std::collections::BTreeMap<Labels, i64>>,
     bad_rows: Family<Labels, Counter>,
     late: Family<Labels, Counter>,
     last_record: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -83,6 +89,9 @@ impl StreamMetrics {
             lag: Family::default(),
             epoch_latency: latency_family(),
             commit_latency: latency_family(),
+            visible: latency_family(),
+            event_lag: Family::default(),
+            event_times: Mutex::new(std::collections::BTreeMap::new()),
             bad_rows: Family::default(),
             late: Family::default(),
             last_record: Family::default(),
@@ -111,6 +120,16 @@ impl StreamMetrics {
             "commit_latency_seconds",
             "Time of an epoch's table store transaction",
             m.commit_latency.clone(),
+        );
+        r.register(
+            "append_to_visible_seconds",
+            "From the append of an epoch's newest record on a partition to the commit that made it visible",
+            m.visible.clone(),
+        );
+        r.register(
+            "lag_event_time_seconds",
+            "Now minus the event time of the last record applied, per partition",
+            m.event_lag.clone(),
         );
         r.register("bad_rows", "Bad records skipped", m.bad_rows.clone());
         r.register(
@@ -181,6 +200,24 @@ impl StreamMetrics {
         self.set_lag(&stats.lag);
     }
 
+    /// A record made visible `ms` after it was appended.
+    pub fn record_visible(&self, ms: i64) {
+        let secs = Duration::from_millis(ms.max(0) as u64).as_secs_f64();
+        self.visible.get_or_create(&self.base).observe(secs);
+    }
+
+    /// The event time of the last record applied on `r`'s partition.
+    pub fn set_event_time(&self, r: &crate::runner::stream::LastRecord, event_ts: i64) {
+        let partition = r.partition.to_string();
+        let labels = self.with(&[
+            ("input", &r.input),
+            ("topic", &r.topic),
+            ("partition", &partition),
+        ]);
+        let mut times = self.event_times.lock().unwrap_or_else(|e| e.into_inner());
+        times.insert(labels, event_ts);
+    }
+
     /// Lag per partition (also between commits, while idle).
     pub fn set_lag(&self, lag: &[crate::table::PartitionLag]) {
         for l in lag {
@@ -207,6 +244,13 @@ impl StreamMetrics {
         if let Some(bytes) = resident_bytes() {
             self.memory.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
+        let now = crate::table::now_ms();
+        let times = self.event_times.lock().unwrap_or_else(|e| e.into_inner());
+        for (labels, event_ts) in times.iter() {
+            let lag = (now - event_ts) as f64 / 1000.0;
+            self.event_lag.get_or_create(labels).set(lag);
+        }
+        drop(times);
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text

@@ -159,7 +159,7 @@ fn metrics_and_heartbeat_of_a_running_stream() {
     let w = World::new();
     w.ok(&["log", "create", "events", "--partitions", "2"]);
     let file = w.write("a.csv", &events(500));
-    w.ok(&["log", "produce", "events", "--file", &file]);
+    w.ok(&["log", "produce", "events", "--file", &file, "--time", "ts"]);
     let stream = Running::start(
         &w,
         &[
@@ -209,6 +209,11 @@ fn metrics_and_heartbeat_of_a_running_stream() {
     }
     let count = format!("kappa_commit_latency_seconds_count{labels}");
     assert!(metric(&text, &count).unwrap() >= 2.0, "{text}");
+    let visible = format!("kappa_append_to_visible_seconds_count{labels}");
+    assert!(metric(&text, &visible).unwrap() >= 2.0, "{text}");
+    // Event times of 1970 (the records' `ts`, given with --time): decades behind.
+    let event_lag = r#"kappa_lag_event_time_seconds{deployment="1",job="sessionize",version="v1",outputs="sessions",input="events",topic="events",partition="0"}"#;
+    assert!(metric(&text, event_lag).unwrap() > 1e9, "{text}");
     assert_eq!(get(&url, "/nothing").0, 404);
     let (code, html) = get(&url, "/");
     assert_eq!(code, 200);

@@ -51,12 +51,31 @@ pub struct EpochReport {
     pub bad_rows: u64,
     /// Its failure: nothing of this epoch, or after it, may be committed.
     pub failure: Option<String>,
+    /// The times of the last record read on each of its partitions (for
+    /// the append-to-visible and event-time lag metrics).
+    pub last_records: Vec<LastRecord>,
+}
+
+/// When the last record read on a partition was appended, and its event time.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct LastRecord {
+    /// The input the partition belongs to.
+    pub input: String,
+    /// Its topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The record's append time (unix ms).
+    pub append_ts: i64,
+    /// The record's event time (unix ms), when its producer gave one.
+    pub event_ts: Option<i64>,
 }
 
 /// One epoch's reports, merged.
 #[derive(Debug, Default)]
 struct EpochLog {
     offsets: Vec<InputOffset>,
+    last_records: Vec<LastRecord>,
     records: u64,
     late: Vec<(String, u32, u64)>,
     bad_rows: u64,
@@ -208,6 +227,7 @@ impl Committer {
     pub fn receive(&mut self, time: Time, report: EpochReport) -> Option<(usize, String)> {
         let log = self.logs.entry(time).or_default();
         log.offsets.extend(report.offsets);
+        log.last_records.extend(report.last_records);
         log.records += report.records;
         log.late.extend(report.late);
         log.bad_rows += report.bad_rows;
@@ -416,9 +436,13 @@ impl Committer {
         for ((i, row), diff) in changes {
             per_output[i].push((row, diff));
         }
+        // Partitions whose records this epoch makes visible.
+        let mut advanced = Vec::new();
         for o in &log.offsets {
-            self.positions
-                .insert((o.topic.clone(), o.partition), o.next);
+            let key = (o.topic.clone(), o.partition);
+            if self.positions.insert(key.clone(), o.next) != Some(o.next) {
+                advanced.push(key);
+            }
         }
         for (input, partition, dropped) in &log.late {
             self.late.insert((input.clone(), *partition), *dropped);
@@ -452,6 +476,15 @@ impl Committer {
             .commit_epoch(&self.lease, &per_output, &log.offsets, &stats)?;
         if let Some(metrics) = &self.metrics {
             metrics.record_epoch(&stats, transaction.elapsed());
+            let now = crate::table::now_ms();
+            for r in &log.last_records {
+                if advanced.contains(&(r.topic.clone(), r.partition)) {
+                    metrics.record_visible(now - r.append_ts);
+                }
+                if let Some(event_ts) = r.event_ts {
+                    metrics.set_event_time(r, event_ts);
+                }
+            }
         }
         self.note_live_caught_up()?;
         if !self.quiet && now.duration_since(self.last_report) >= PROGRESS_EVERY {

@@ -47,7 +47,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 
 use super::cluster;
 use super::combine::Combiner;
-pub use super::commit::{CatchUp, SwapPolicy};
+pub use super::commit::{CatchUp, LastRecord, SwapPolicy};
 use super::commit::{Committer, CommitterSetup, EpochReport, is_retired};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
@@ -907,6 +907,19 @@ impl Shared {
                 (name, part.partition(), part.late_dropped())
             })
             .collect();
+        let last_records = parts
+            .iter()
+            .filter_map(|(input, part)| {
+                let (append_ts, event_ts) = part.last_times()?;
+                Some(LastRecord {
+                    input: self.run.inputs[*input].schema.name.clone(),
+                    topic: self.run.inputs[*input].topic.clone(),
+                    partition: part.partition(),
+                    append_ts,
+                    event_ts,
+                })
+            })
+            .collect();
         EpochReport {
             worker,
             offsets,
@@ -914,6 +927,7 @@ impl Shared {
             late,
             bad_rows,
             failure: None,
+            last_records,
         }
     }
 

@@ -125,6 +125,12 @@ impl PartitionSource {
         self.last.as_ref().map(|r| (r.offset, r.fingerprint()))
     }
 
+    /// The append time and event time (when the producer gave one) of the
+    /// last record consumed, in unix ms.
+    pub fn last_times(&self) -> Option<(i64, Option<i64>)> {
+        self.last.as_ref().map(|r| (r.append_ts, r.event_ts))
+    }
+
     /// The partition of the topic this source reads.
     pub fn partition(&self) -> u32 {
         self.partition
