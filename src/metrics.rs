@@ -20,9 +20,11 @@
 //! | `kappa_late_dropped_total` | counter | per input: late events dropped (`late=drop`) |
 //! | `kappa_last_record_timestamp_seconds` | gauge | unix time of the last commit that applied records |
 //! | `kappa_deployment_live` | gauge | 1 once the deployment is live, 0 while building |
+//! | `kappa_arranged_records` | gauge | updates held in this process' arrangements (the job's state), from differential's batch events |
 //! | `process_resident_memory_bytes` | gauge | this process' resident memory, read at each scrape |
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::text::encode;
@@ -57,6 +59,9 @@ pub struct StreamMetrics {
     last_record: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     live: Family<Labels, Gauge>,
     memory: Gauge,
+    /// Updates in the arrangements, kept by the workers' loggers.
+    arranged: Arc<AtomicI64>,
+    arranged_gauge: Family<Labels, Gauge>,
     /// Serialises scrapes (the memory gauge is set, then encoded).
     scrape: Mutex<()>,
 }
@@ -97,6 +102,8 @@ impl StreamMetrics {
             last_record: Family::default(),
             live: Family::default(),
             memory: Gauge::default(),
+            arranged: Arc::new(AtomicI64::new(0)),
+            arranged_gauge: Family::default(),
             scrape: Mutex::new(()),
         };
         let r = m.registry.sub_registry_with_prefix("kappa");
@@ -146,6 +153,11 @@ impl StreamMetrics {
             "deployment_live",
             "1 once the deployment is live, 0 while it builds",
             m.live.clone(),
+        );
+        r.register(
+            "arranged_records",
+            "Updates held in this process' arrangements",
+            m.arranged_gauge.clone(),
         );
         m.registry.register(
             "process_resident_memory_bytes",
@@ -200,6 +212,11 @@ impl StreamMetrics {
         self.set_lag(&stats.lag);
     }
 
+    /// The count the workers' arrangement loggers keep up to date.
+    pub fn arranged(&self) -> Arc<AtomicI64> {
+        self.arranged.clone()
+    }
+
     /// A record made visible `ms` after it was appended.
     pub fn record_visible(&self, ms: i64) {
         let secs = Duration::from_millis(ms.max(0) as u64).as_secs_f64();
@@ -244,6 +261,9 @@ impl StreamMetrics {
         if let Some(bytes) = resident_bytes() {
             self.memory.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
+        self.arranged_gauge
+            .get_or_create(&self.base)
+            .set(self.arranged.load(Ordering::Relaxed));
         let now = crate::table::now_ms();
         let times = self.event_times.lock().unwrap_or_else(|e| e.into_inner());
         for (labels, event_ts) in times.iter() {

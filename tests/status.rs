@@ -214,6 +214,9 @@ fn metrics_and_heartbeat_of_a_running_stream() {
     // Event times of 1970 (the records' `ts`, given with --time): decades behind.
     let event_lag = r#"kappa_lag_event_time_seconds{deployment="1",job="sessionize",version="v1",outputs="sessions",input="events",topic="events",partition="0"}"#;
     assert!(metric(&text, event_lag).unwrap() > 1e9, "{text}");
+    // sessionize keeps its events arranged by user.
+    let arranged = format!("kappa_arranged_records{labels}");
+    assert!(metric(&text, &arranged).unwrap() >= 800.0, "{text}");
     assert_eq!(get(&url, "/nothing").0, 404);
     let (code, html) = get(&url, "/");
     assert_eq!(code, 200);

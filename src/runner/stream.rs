@@ -561,6 +561,10 @@ impl Shared {
         committer: Option<Committer>,
         probe: &ProbeHandle<Time>,
     ) -> Result<Feed<'a>, RunError> {
+        if let Some(metrics) = &self.run.metrics {
+            // Before the dataflow is built: it takes its logger then.
+            count_arranged(worker, metrics.arranged());
+        }
         let (sessions, watermarks, reports, control) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, watermarks, outputs) = self
                 .run
@@ -1065,6 +1069,36 @@ impl Shared {
             metrics: self.run.metrics.clone(),
         }))
     }
+}
+
+/// Keeps `arranged` at the number of updates this worker's arrangements
+/// hold, from differential's own batch, merge and drop events (which
+/// balance: see `differential_dataflow::logging::DifferentialEvent`). One
+/// event per batch, not per record, so it costs next to nothing.
+fn count_arranged(
+    worker: &mut timely::worker::Worker,
+    arranged: Arc<std::sync::atomic::AtomicI64>,
+) {
+    use differential_dataflow::logging::{DifferentialEvent, DifferentialEventBuilder};
+    let Some(mut register) = worker.log_register() else {
+        return;
+    };
+    register.insert::<DifferentialEventBuilder, _>("differential/arrange", move |_time, data| {
+        let Some(events) = data else { return };
+        let mut change: i64 = 0;
+        for (_, event) in events.iter() {
+            change += match event {
+                DifferentialEvent::Batch(b) => b.length as i64,
+                DifferentialEvent::Merge(m) => match m.complete {
+                    Some(merged) => merged as i64 - m.length1 as i64 - m.length2 as i64,
+                    None => 0,
+                },
+                DifferentialEvent::Drop(d) => -(d.length as i64),
+                _ => 0,
+            };
+        }
+        arranged.fetch_add(change, Ordering::Relaxed);
+    });
 }
 
 /// The topics a plan reads and what it writes, one fact per line, for the
