@@ -239,7 +239,7 @@ pub fn serve_status(
     table_db: &std::path::Path,
     metrics: Option<Arc<StreamMetrics>>,
 ) -> anyhow::Result<StatusServer> {
-    let addr = crate::status::parse_addr(addr).context("--metrics-addr")?;
+    let addr = crate::status::parse_addr(addr)?;
     let with_metrics = metrics.is_some();
     let server = StatusServer::start(addr, table_db.to_path_buf(), metrics)?;
     let at = server.addr();
