@@ -107,6 +107,16 @@ fn page_lag(html: &str, id: i64) -> Option<u64> {
     cell[..cell.find('<')?].parse().ok()
 }
 
+/// The stream every test here runs.
+const SESSIONIZE: &[&str] = &[
+    "stream",
+    "sessionize",
+    "-i",
+    "events=events",
+    "-p",
+    "gap=60",
+];
+
 fn events(n: usize) -> String {
     let mut csv = String::from("user,ts,page\n");
     for i in 0..n {
@@ -162,16 +172,7 @@ fn metrics_and_heartbeat_of_a_running_stream() {
     w.ok(&["log", "produce", "events", "--file", &file, "--time", "ts"]);
     let stream = Running::start(
         &w,
-        &[
-            "stream",
-            "sessionize",
-            "-i",
-            "events=events",
-            "-p",
-            "gap=60",
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ],
+        &[SESSIONIZE, &["--metrics-addr", "127.0.0.1:0"]].concat(),
     );
     let url = stream.url();
     let labels = r#"{deployment="1",job="sessionize",version="v1",outputs="sessions"}"#;
@@ -235,15 +236,7 @@ fn the_status_page_in_a_browser_shows_the_lag_fall_to_zero() {
     w.ok(&["log", "create", "events", "--partitions", "2"]);
     let file = w.write("a.csv", &events(100));
     w.ok(&["log", "produce", "events", "--file", &file]);
-    w.ok(&[
-        "stream",
-        "sessionize",
-        "-i",
-        "events=events",
-        "-p",
-        "gap=60",
-        "--until-caught-up",
-    ]);
+    w.ok(&[SESSIONIZE, &["--until-caught-up"]].concat());
     assert!(
         w.fails(&["ui", "--table-db", "/nonexistent/t.db"])
             .contains("no table store")
@@ -255,20 +248,7 @@ fn the_status_page_in_a_browser_shows_the_lag_fall_to_zero() {
     // A backlog read in small epochs: the catalog's lag rises, then falls.
     let file = w.write("b.csv", &events(60_000));
     w.ok(&["log", "produce", "events", "--file", &file]);
-    let stream = Running::start(
-        &w,
-        &[
-            "stream",
-            "sessionize",
-            "-i",
-            "events=events",
-            "-p",
-            "gap=60",
-            "--max-batch",
-            "1",
-            "-q",
-        ],
-    );
+    let stream = Running::start(&w, &[SESSIONIZE, &["--max-batch", "1", "-q"]].concat());
     // Hold the stream still while its lag is above 0, so the browser sees it.
     let start = Instant::now();
     loop {
