@@ -80,6 +80,7 @@ pub use compact_str::CompactString as Text;
 pub use app::App;
 pub use engine::{Batch, OnLog, StreamSettings};
 pub use registry::Registry;
+pub use source::inputs::Sources;
 
 /// The allocator the `kappa` binary uses (mimalloc): rows built on one
 /// worker are often freed on another, a pattern the system allocator is

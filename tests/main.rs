@@ -10,6 +10,8 @@ mod disk_faults;
 mod event_time;
 mod event_time_props;
 mod extreme_params;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod log_cli;
 mod log_crash;
 mod nexmark;

@@ -48,7 +48,7 @@ pub(crate) fn users(rng: &mut Rng) -> Vec<String> {
 }
 
 /// Splits `rows` into a random number of chunks (at least one row each).
-fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec<String>> {
+pub(crate) fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec<String>> {
     let n = 1 + rng.below(max_chunks) as usize;
     let mut cuts: Vec<usize> = (0..n - 1)
         .map(|_| 1 + rng.below(rows.len() as u64 - 1) as usize)

@@ -24,6 +24,7 @@ mod log;
 mod nexmark;
 mod reprocess;
 mod run;
+mod sources;
 mod stream;
 mod table;
 mod ui;

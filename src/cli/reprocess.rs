@@ -7,9 +7,8 @@ use std::path::Path;
 use anyhow::Context;
 use clap::Args;
 
-use super::stream::{
-    JobOnLogArgs, LogDirArg, StoreArgs, StreamOptions, plan_on_log, run_and_report,
-};
+use super::sources::SourceArgs;
+use super::stream::{JobOnLogArgs, StoreArgs, StreamOptions, plan_on_log, run_and_report};
 use crate::engine::OnLog;
 use crate::registry::Registry;
 use crate::runner::stream::{CatchUp, SwapPolicy};
@@ -69,15 +68,15 @@ pub struct ReprocessArgs {
 
 pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()> {
     let options = &args.job.options;
-    let log = args.job.store.open_log()?;
-    let on_log = plan_on_log(registry, &args.job, &log)?;
+    let sources = args.job.store.sources.open()?;
+    let on_log = plan_on_log(registry, &args.job, &sources)?;
     let catch_up = args.swap.catch_up(options)?;
     if !options.first_process()? {
         return run_and_report(on_log, None, options, &args.job.store, Some(catch_up));
     }
     let mut store = args.job.store.open_store()?;
     let outputs = on_log.output_names().join(",");
-    let started = on_log.start_building(&mut store, &log, args.from_earliest_available)?;
+    let started = on_log.start_building(&mut store, args.from_earliest_available)?;
     let version = started.deployment.version;
     match started.created {
         true => eprintln!("kappa reprocess: building {outputs} {version} beside the live version"),
@@ -108,29 +107,29 @@ pub struct RollbackArgs {
     #[command(flatten)]
     pub options: StreamOptions,
     #[command(flatten)]
-    pub log: LogDirArg,
+    pub sources: SourceArgs,
 }
 
 /// Resumes the previous version of `NAME` from its own offsets, lets it
 /// catch up with what arrived since it was retired, and swaps it back in.
 pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
     let paths = StoreArgs {
-        log: args.log,
+        sources: args.sources,
         table_db: table_db.to_path_buf(),
     };
     let catch_up = args.swap.catch_up(&args.options)?;
     if !args.options.first_process()? {
         // The catalog is read for the version's job and parameters, never written.
-        let log = paths.open_log()?;
+        let sources = paths.sources.open()?;
         let store = TableStore::open_existing(table_db)
             .with_context(|| format!("cannot read table store {}", table_db.display()))?;
-        let on_log = OnLog::rollback_plan(registry, &store, &log, &args.name, args.version)?;
+        let on_log = OnLog::rollback_plan(registry, &store, &sources, &args.name, args.version)?;
         drop(store);
         return run_and_report(on_log, None, &args.options, &paths, Some(catch_up));
     }
-    let (log, mut store) = paths.open()?;
+    let (sources, mut store) = paths.open()?;
     let (on_log, started) =
-        OnLog::start_rollback(registry, &mut store, &log, &args.name, args.version)?;
+        OnLog::start_rollback(registry, &mut store, &sources, &args.name, args.version)?;
     eprintln!(
         "kappa table rollback: resuming {} {} from its committed offsets; it goes live once caught up",
         args.name, started.deployment.version

@@ -10,14 +10,15 @@ use anyhow::Context;
 use clap::Args;
 
 use super::run::{LateArgs, OnBadRow, name_value};
+use super::sources::SourceArgs;
 use super::workers::WorkerArgs;
 use crate::engine::{EngineError, OnLog, Started, StreamSettings};
 use crate::english::count;
-use crate::log::Log;
 use crate::metrics::StreamMetrics;
 use crate::registry::Registry;
 use crate::runner::RunError;
 use crate::runner::stream::{CatchUp, EpochConfig};
+use crate::source::inputs::Sources;
 use crate::status::StatusServer;
 use crate::table::TableStore;
 
@@ -34,11 +35,11 @@ pub struct LogDirArg {
     pub log_dir: PathBuf,
 }
 
-/// Where the log and the tables live (shared by stream, reprocess, table).
+/// Where the inputs and the tables live (shared by stream, reprocess, table).
 #[derive(Debug, Args)]
 pub struct StoreArgs {
     #[command(flatten)]
-    pub log: LogDirArg,
+    pub sources: SourceArgs,
     /// The table store (a SQLite database).
     #[arg(
         long,
@@ -54,7 +55,8 @@ pub struct StoreArgs {
 pub struct JobOnLogArgs {
     /// The job to run (see `kappa jobs`).
     pub job: String,
-    /// An input of the job: NAME=TOPIC.
+    /// An input of the job: NAME=TOPIC (a topic of the log) or
+    /// NAME=kafka://HOST:PORT/TOPIC[?format=json|csv&columns=..&changelog=true&time=COL].
     #[arg(short, long, value_name = "NAME=TOPIC", value_parser = name_value::<String>, required = true)]
     pub input: Vec<(String, String)>,
     /// A job parameter: K=V (see `kappa run JOB --help`).
@@ -103,14 +105,8 @@ pub struct StreamOptions {
 
 impl StoreArgs {
     /// Opens the log and the table store.
-    pub fn open(&self) -> anyhow::Result<(Log, TableStore)> {
-        Ok((self.open_log()?, self.open_store()?))
-    }
-
-    /// Opens the log.
-    pub fn open_log(&self) -> anyhow::Result<Log> {
-        let dir = &self.log.log_dir;
-        Log::open(dir).with_context(|| format!("cannot open log directory {}", dir.display()))
+    pub fn open(&self) -> anyhow::Result<(Sources, TableStore)> {
+        Ok((self.sources.open()?, self.open_store()?))
     }
 
     /// Opens the table store, creating it if missing: only once the job is
@@ -128,10 +124,14 @@ pub struct StreamArgs {
 }
 
 /// Plans the job named on the command line over its topics (`--table` renames its output).
-pub fn plan_on_log(registry: &Registry, args: &JobOnLogArgs, log: &Log) -> anyhow::Result<OnLog> {
+pub fn plan_on_log(
+    registry: &Registry,
+    args: &JobOnLogArgs,
+    sources: &Sources,
+) -> anyhow::Result<OnLog> {
     let job = registry.find(&args.job)?;
     let params = args.late.with_params(&job.spec(), &args.param)?;
-    let mut on_log = OnLog::plan(job, &params, &args.input, log)?;
+    let mut on_log = OnLog::plan(job, &params, &args.input, sources)?;
     if let Some(table) = &args.table {
         on_log.rename_table(table)?;
     }
@@ -163,7 +163,6 @@ impl StreamOptions {
         }
         let workers = self.workers.config()?;
         Ok(StreamSettings {
-            log_dir: store.log.log_dir.clone(),
             table_db: store.table_db.clone(),
             workers,
             options: self.on_bad_row.read_options(self.null.clone()),
@@ -252,8 +251,8 @@ pub fn serve_status(
 
 pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
     let args = args.job;
-    let log = args.store.open_log()?;
-    let on_log = plan_on_log(registry, &args, &log)?;
+    let sources = args.store.sources.open()?;
+    let on_log = plan_on_log(registry, &args, &sources)?;
     if !args.options.first_process()? {
         return run_and_report(on_log, None, &args.options, &args.store, None);
     }

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use super::run::OnBadRow;
-use super::stream::{LogDirArg, StoreArgs};
+use super::sources::SourceArgs;
 use super::workers::WorkerArgs;
 use crate::engine;
 use crate::registry::Registry;
@@ -24,7 +24,7 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "N")]
     pub version: Option<TableVersion>,
     #[command(flatten)]
-    pub log: LogDirArg,
+    pub sources: SourceArgs,
     /// Bad records: fail, or skip them as the stream did with --on-bad-row skip.
     #[arg(long, value_enum, default_value_t = OnBadRow::Fail)]
     pub on_bad_row: OnBadRow,
@@ -36,11 +36,7 @@ pub struct VerifyArgs {
 }
 
 pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
-    let log = StoreArgs {
-        log: args.log,
-        table_db: table_db.to_path_buf(),
-    }
-    .open_log()?;
+    let sources = args.sources.open()?;
     let store = TableStore::open_existing(table_db)
         .with_context(|| format!("cannot read table store {}", table_db.display()))?;
     let workers = args.workers.config()?;
@@ -54,7 +50,7 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow:
     let check = engine::verify(
         registry,
         &store,
-        &log,
+        &sources,
         &args.name,
         args.version,
         &options,

@@ -15,11 +15,11 @@ use std::sync::atomic::AtomicBool;
 use super::EngineError;
 use super::batch::check_input_names;
 use crate::job::{Job, NoData, Params, Plan, plan_job};
-use crate::log::Log;
 use crate::registry::Registry;
 use crate::runner::WorkerConfig;
 use crate::runner::stream::{CatchUp, Claim, EpochConfig, StreamResult, StreamRun};
 use crate::source::ReadOptions;
+use crate::source::inputs::Sources;
 use crate::source::topic::TopicInput;
 use crate::table::{
     Deployment, DeploymentLock, DeploymentState, NewDeployment, TableError, TableStore,
@@ -55,8 +55,6 @@ pub struct Started {
 /// How a job runs over the log, besides the job and its deployment.
 #[derive(Clone, Debug)]
 pub struct StreamSettings {
-    /// The log directory.
-    pub log_dir: PathBuf,
     /// The table store.
     pub table_db: PathBuf,
     /// The workers to run on.
@@ -77,12 +75,11 @@ pub struct StreamSettings {
 }
 
 impl StreamSettings {
-    /// Defaults for a log and a table store: a worker per core, epochs of
-    /// at most 100 ms, bad records fail the run, runs until stopped.
-    pub fn new(log_dir: impl Into<PathBuf>, table_db: impl Into<PathBuf>) -> StreamSettings {
+    /// Defaults for a table store: a worker per core, epochs of at most
+    /// 100 ms, bad records fail the run, runs until stopped.
+    pub fn new(table_db: impl Into<PathBuf>) -> StreamSettings {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         StreamSettings {
-            log_dir: log_dir.into(),
             table_db: table_db.into(),
             workers: WorkerConfig::threads(threads),
             options: ReadOptions::default(),
@@ -96,12 +93,13 @@ impl StreamSettings {
 }
 
 impl OnLog {
-    /// Plans `job` with `params` over `inputs` (input name, topic).
+    /// Plans `job` with `params` over `inputs` (input name, topic: a topic
+    /// of the embedded log or a `kafka://` URL).
     pub fn plan(
         job: Arc<dyn Job>,
         params: &[(String, String)],
         inputs: &[(String, String)],
-        log: &Log,
+        sources: &Sources,
     ) -> Result<OnLog, EngineError> {
         let spec = job.spec();
         let params = Params::resolve(&spec, params).map_err(EngineError::plan(spec.name))?;
@@ -112,7 +110,10 @@ impl OnLog {
             .map(|i| {
                 let mut given = inputs.iter().filter(|(n, _)| n == i.name);
                 match (given.next(), given.next()) {
-                    (Some((_, topic)), None) => Ok(TopicInput::resolve(log, i.name, topic)?),
+                    (Some((_, topic)), None) => {
+                        let declared: Vec<&str> = i.columns.iter().map(|(c, _)| *c).collect();
+                        Ok(sources.resolve(i.name, topic, &declared)?)
+                    }
                     (None, _) => Err(EngineError::MissingInput {
                         name: i.name.to_string(),
                         what: "TOPIC",
@@ -226,7 +227,6 @@ impl OnLog {
     pub fn start_building(
         &self,
         store: &mut TableStore,
-        log: &Log,
         from_earliest_available: bool,
     ) -> Result<Started, EngineError> {
         let outputs = self.output_names();
@@ -241,7 +241,7 @@ impl OnLog {
         let (deployment, created) = match building.as_slice() {
             [d] if self.matches(d) => (d.clone(), false),
             [] => {
-                check_retention(log, &self.inputs, from_earliest_available)?;
+                check_retention(&self.inputs, from_earliest_available)?;
                 let new = self.new_deployment(DeploymentState::Building);
                 (store.create_deployment(&new)?, true)
             }
@@ -265,7 +265,7 @@ impl OnLog {
     pub fn start_rollback(
         registry: &Registry,
         store: &mut TableStore,
-        log: &Log,
+        sources: &Sources,
         output: &str,
         version: Option<TableVersion>,
     ) -> Result<(OnLog, Started), EngineError> {
@@ -280,7 +280,7 @@ impl OnLog {
                 previous.version, previous.state
             )));
         }
-        let on_log = OnLog::for_deployment(registry, &previous, log)?;
+        let on_log = OnLog::for_deployment(registry, &previous, sources)?;
         let started = Started::claim(store, previous, false)?;
         store.reopen(started.deployment.id)?;
         Ok((on_log, started))
@@ -294,7 +294,7 @@ impl OnLog {
     pub fn rollback_plan(
         registry: &Registry,
         store: &TableStore,
-        log: &Log,
+        sources: &Sources,
         output: &str,
         version: Option<TableVersion>,
     ) -> Result<OnLog, EngineError> {
@@ -314,7 +314,7 @@ impl OnLog {
                     EngineError::Refused(format!("{output} has no retired version to roll back to"))
                 })?,
         };
-        OnLog::for_deployment(registry, &d, log)
+        OnLog::for_deployment(registry, &d, sources)
     }
 
     /// The job that built `d`, planned as it was: refused when this program
@@ -322,7 +322,7 @@ impl OnLog {
     pub fn for_deployment(
         registry: &Registry,
         d: &Deployment,
-        log: &Log,
+        sources: &Sources,
     ) -> Result<OnLog, EngineError> {
         let job = registry.find(&d.job)?;
         let version = job.spec().version;
@@ -333,7 +333,7 @@ impl OnLog {
                 d.version, d.job, d.job_version
             )));
         }
-        let mut on_log = OnLog::plan(job, &d.params, &d.inputs, log)?;
+        let mut on_log = OnLog::plan(job, &d.params, &d.inputs, sources)?;
         on_log.name_outputs_as(d);
         Ok(on_log)
     }
@@ -352,7 +352,6 @@ impl OnLog {
         let run = StreamRun {
             plan: self.plan,
             inputs: self.inputs,
-            log_dir: settings.log_dir.clone(),
             table_db: settings.table_db.clone(),
             claim: started.map(|started| Claim {
                 deployment: started.deployment.id,
@@ -411,22 +410,22 @@ impl Started {
 }
 
 /// Refuses to replay a plain topic whose start was deleted, unless asked.
-fn check_retention(log: &Log, inputs: &[TopicInput], allowed: bool) -> Result<(), EngineError> {
+fn check_retention(inputs: &[TopicInput], allowed: bool) -> Result<(), EngineError> {
     for input in inputs.iter().filter(|i| !i.compacted) {
-        let info = log.topic(&input.topic)?;
-        for p in info.partitions.iter().filter(|p| p.earliest > 0) {
+        for partition in 0..input.partitions {
+            let earliest = input.log.bounds(partition)?.earliest;
+            if earliest == 0 {
+                continue;
+            }
+            let topic = input.log.name();
             if !allowed {
                 return Err(EngineError::Refused(format!(
-                    "topic {} partition {}: retention has deleted offsets below {}, so a replay would not see all \
-                     history; pass --from-earliest-available to reprocess from what is left",
-                    input.topic, p.partition, p.earliest
+                    "topic {topic} partition {partition}: retention has deleted offsets below {earliest}, so a \
+                     replay would not see all history; pass --from-earliest-available to reprocess from what is left",
                 )));
             }
             tracing::warn!(
-                "topic {} partition {} starts at offset {}: replaying what is left",
-                input.topic,
-                p.partition,
-                p.earliest
+                "topic {topic} partition {partition} starts at offset {earliest}: replaying what is left",
             );
         }
     }

@@ -3,10 +3,10 @@
 //! each output with its table (see [`crate::runner::verify`]).
 
 use super::{EngineError, OnLog};
-use crate::log::Log;
 use crate::registry::Registry;
 use crate::runner::WorkerConfig;
 use crate::runner::verify::{OutputCheck, Recompute, compare};
+use crate::source::inputs::Sources;
 use crate::source::{BadRows, ReadOptions};
 use crate::table::{Deployment, TableStore, TableVersion};
 
@@ -38,18 +38,17 @@ impl Verification {
 pub fn verify(
     registry: &Registry,
     store: &TableStore,
-    log: &Log,
+    sources: &Sources,
     output: &str,
     version: Option<TableVersion>,
     options: &ReadOptions,
     workers: &WorkerConfig,
 ) -> Result<Option<Verification>, EngineError> {
     let d = store.find_by_output(output, version.map(|v| v.0))?;
-    let on_log = OnLog::for_deployment(registry, &d, log)?;
+    let on_log = OnLog::for_deployment(registry, &d, sources)?;
     let first = workers.is_first_process();
     let offsets = first.then(|| store.offsets(d.id)).transpose()?;
     let recompute = Recompute {
-        log: log.clone(),
         fingerprint: format!(
             "{}\nverifies {} {}",
             on_log.fingerprint(),

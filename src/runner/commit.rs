@@ -20,8 +20,8 @@ use differential_dataflow::consolidation::consolidate;
 use super::outputs::OutputChange;
 use crate::english::count;
 use crate::job::Time;
-use crate::log::Log;
 use crate::metrics::StreamMetrics;
+use crate::source::records::RecordLog;
 use crate::table::{
     Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SwapRule,
     TableError, TableStore,
@@ -122,7 +122,8 @@ pub struct Committer {
     store: TableStore,
     /// This process's ownership of the deployment (checked by every write).
     lease: Lease,
-    log: Log,
+    /// Each input topic's log (for lag), by the topic's name in the offsets.
+    topics: BTreeMap<String, Arc<dyn RecordLog>>,
     /// Per partition `(topic, partition)`, the committed next offset (for lag).
     positions: BTreeMap<(String, u32), u64>,
     /// The next epoch to commit.
@@ -155,8 +156,8 @@ pub struct CommitterSetup {
     pub store: TableStore,
     /// This process's ownership of the deployment.
     pub lease: Lease,
-    /// The log (for lag).
-    pub log: Log,
+    /// Each input topic's log (for lag), by the topic's name in the offsets.
+    pub topics: BTreeMap<String, Arc<dyn RecordLog>>,
     /// Per `(topic, partition)`, the committed next offset.
     pub positions: BTreeMap<(String, u32), u64>,
     /// Set while the deployment is building: when and how it goes live.
@@ -180,7 +181,7 @@ impl Committer {
             last_state_check: now,
             store: setup.store,
             lease: setup.lease,
-            log: setup.log,
+            topics: setup.topics,
             positions: setup.positions,
             next: 0,
             stash: BTreeMap::new(),
@@ -497,22 +498,20 @@ impl Committer {
     /// Lag per partition: the log's end offset minus the committed offset.
     pub fn refresh_lag(&mut self) {
         let mut lag = Vec::new();
-        let topics: std::collections::BTreeSet<&String> =
-            self.positions.keys().map(|(t, _)| t).collect();
-        for topic in topics {
-            let Ok(info) = self.log.topic(topic) else {
-                continue;
-            };
-            for p in info.partitions {
+        for (topic, log) in &self.topics {
+            for partition in 0..log.partitions() {
+                let Ok(bounds) = log.bounds(partition) else {
+                    continue;
+                };
                 let at = self
                     .positions
-                    .get(&(topic.clone(), p.partition))
+                    .get(&(topic.clone(), partition))
                     .copied()
                     .unwrap_or(0);
                 lag.push(PartitionLag {
                     topic: topic.clone(),
-                    partition: p.partition,
-                    lag: p.latest.saturating_sub(at),
+                    partition,
+                    lag: bounds.end.saturating_sub(at),
                 });
             }
         }

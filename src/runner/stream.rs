@@ -52,9 +52,8 @@ use super::commit::{Committer, CommitterSetup, EpochReport, is_retired};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
-use crate::log::{Log, Start as LogStart};
 use crate::source::topic::{PartitionSource, TopicInput};
-use crate::source::{BadRows, ReadOptions, SourceError};
+use crate::source::{BadRows, ReadOptions};
 use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, TableStore, this_process};
 use crate::value::Row;
 
@@ -84,10 +83,8 @@ impl Default for EpochConfig {
 pub struct StreamRun {
     /// The job's plan: what each input is read as, the dataflow, the outputs.
     pub plan: Plan,
-    /// Inputs in the job's spec order.
+    /// Inputs in the job's spec order, each with the log it is read from.
     pub inputs: Vec<TopicInput>,
-    /// The log directory the input topics are in.
-    pub log_dir: std::path::PathBuf,
     /// The table store file the deployment's tables and offsets are in.
     pub table_db: std::path::PathBuf,
     /// The deployment to drive, and this process's lock on it: on the
@@ -164,7 +161,7 @@ struct Resume {
 struct SetUp {
     /// From worker 0: where the deployment stands, or why it cannot be read.
     start: Option<Result<Start, String>>,
-    /// Why this worker cannot run (its log, or the committer's store).
+    /// Why this worker cannot run (the committer's store).
     failure: Option<String>,
 }
 
@@ -468,12 +465,9 @@ impl Shared {
     }
 
     /// Before any dataflow of the job: every worker checks that all run the
-    /// same, opens its log (and worker 0 the committer), and takes where to
+    /// same, worker 0 opens the committer, and every worker takes where to
     /// resume from process 0. A failure anywhere fails every worker alike.
-    fn set_up(
-        &self,
-        worker: &mut timely::worker::Worker,
-    ) -> Result<(Log, Option<Committer>), RunError> {
+    fn set_up(&self, worker: &mut timely::worker::Worker) -> Result<Option<Committer>, RunError> {
         let threads = self.run.workers.threads;
         cluster::agree(worker, &self.fingerprint(), threads)?;
         let index = worker.index();
@@ -507,17 +501,12 @@ impl Shared {
         local
     }
 
-    /// This worker's log, and on worker 0 the committer.
-    fn open_local(&self, index: usize) -> Result<(Log, Option<Committer>), RunError> {
-        let log = Log::open(&self.run.log_dir).map_err(|cause| SourceError::Log {
-            topic: String::new(),
-            cause,
-        })?;
-        let committer = match (index, &self.start, self.lease) {
-            (0, Some(Ok(start)), Some(lease)) => Some(self.committer(&log, start, lease)?),
+    /// On worker 0, the committer.
+    fn open_local(&self, index: usize) -> Result<Option<Committer>, RunError> {
+        Ok(match (index, &self.start, self.lease) {
+            (0, Some(Ok(start)), Some(lease)) => Some(self.committer(start, lease)?),
             _ => None,
-        };
-        Ok((log, committer))
+        })
     }
 
     fn resume(&self) -> &Resume {
@@ -535,10 +524,10 @@ impl Shared {
         worker: &mut timely::worker::Worker,
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
-        let (log, committer) = self.set_up(worker)?;
+        let committer = self.set_up(worker)?;
         let probe = ProbeHandle::new();
         let mut feed = self.build(worker, committer, &probe)?;
-        if let Err(e) = self.feed(worker, &log, &probe, &mut feed, bad) {
+        if let Err(e) = self.feed(worker, &probe, &mut feed, bad) {
             feed.reports.send(EpochReport {
                 worker: worker.index(),
                 failure: Some(e.to_string()),
@@ -631,13 +620,12 @@ impl Shared {
     fn feed(
         &self,
         worker: &mut timely::worker::Worker,
-        log: &Log,
         probe: &ProbeHandle<Time>,
         feed: &mut Feed<'_>,
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
-        feed.parts = self.open_partitions(log, worker.index(), worker.peers())?;
-        self.replay(worker, log, feed, bad)?;
+        feed.parts = self.open_partitions(worker.index(), worker.peers())?;
+        self.replay(worker, feed, bad)?;
         self.stream(worker, probe, feed, bad)
     }
 
@@ -716,7 +704,6 @@ impl Shared {
     fn replay(
         &self,
         worker: &mut timely::worker::Worker,
-        log: &Log,
         feed: &mut Feed<'_>,
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
@@ -740,7 +727,7 @@ impl Shared {
         }
         feed.flush();
         for (input, part) in &feed.parts {
-            self.check_replayed(log, *input, part)?;
+            self.check_replayed(*input, part)?;
         }
         self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
         // Bad rows are counted as they are met, so each commit reports the
@@ -857,7 +844,7 @@ impl Shared {
                 let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| {
                     changes.push((input, row, diff))
                 })?;
-                drained &= n < room;
+                drained &= n < room && part.at_end();
             }
             let total = changes.len();
             // An idle worker closes the epoch as soon as another one has, so
@@ -964,26 +951,12 @@ impl Shared {
     /// deployment applied, up to the committed offset, and the last applied
     /// record must be the very one it applied (Kafka's leader-epoch check,
     /// with the record's checksum as the epoch).
-    fn check_replayed(
-        &self,
-        log: &Log,
-        input: usize,
-        part: &PartitionSource,
-    ) -> Result<(), RunError> {
+    fn check_replayed(&self, input: usize, part: &PartitionSource) -> Result<(), RunError> {
         let committed = self.resume().next[&(input, part.partition())];
         let topic = &self.run.inputs[input];
         // Compaction may have removed the records before the log end, so the
         // end is the log's next offset, not where the reader stopped.
-        let info = log.topic(&topic.topic).map_err(|cause| SourceError::Log {
-            topic: topic.topic.clone(),
-            cause,
-        })?;
-        let log_end = info
-            .partitions
-            .iter()
-            .find(|p| p.partition == part.partition())
-            .map_or(0, |p| p.latest)
-            .max(part.position());
+        let log_end = topic.log.bounds(part.partition())?.end.max(part.position());
         let lost = |log_end: u64, detail: String| RunError::LogRewritten {
             deployment: self.resume().name.clone(),
             topic: topic.topic.clone(),
@@ -1021,20 +994,14 @@ impl Shared {
     /// Opens this worker's partitions at their earliest retained offsets.
     fn open_partitions(
         &self,
-        log: &Log,
         index: usize,
         peers: usize,
     ) -> Result<Vec<(usize, PartitionSource)>, RunError> {
         let mut parts = Vec::new();
         for &(input, partition) in self.assignments.iter().skip(index).step_by(peers) {
             let topic = &self.run.inputs[input];
-            let part = PartitionSource::open(
-                log,
-                topic,
-                partition,
-                self.run.plan.inputs[input].clone(),
-                LogStart::Earliest,
-            )?;
+            let part =
+                PartitionSource::open(topic, partition, self.run.plan.inputs[input].clone())?;
             let committed = self.resume().next[&(input, partition)];
             if part.position() > 0 && committed > 0 && !topic.compacted {
                 // Retention deleted records this deployment applied: its state
@@ -1042,7 +1009,7 @@ impl Shared {
                 return Err(RunError::Replay(format!(
                     "topic {} partition {partition}: records below offset {} were deleted by retention, so the state \
                      built from them cannot be rebuilt (use a longer retention, or reprocess from what is left)",
-                    topic.topic,
+                    topic.log.name(),
                     part.position()
                 )));
             }
@@ -1051,7 +1018,7 @@ impl Shared {
         Ok(parts)
     }
 
-    fn committer(&self, log: &Log, start: &Start, lease: Lease) -> Result<Committer, RunError> {
+    fn committer(&self, start: &Start, lease: Lease) -> Result<Committer, RunError> {
         // Every partition, committed or not, for the lag.
         let positions = Resume::new(start, &self.run.inputs)
             .next
@@ -1061,7 +1028,12 @@ impl Shared {
         Ok(Committer::new(CommitterSetup {
             store: TableStore::open(&self.run.table_db)?,
             lease,
-            log: log.clone(),
+            topics: self
+                .run
+                .inputs
+                .iter()
+                .map(|i| (i.topic.clone(), i.log.clone()))
+                .collect(),
             positions,
             catch_up: self.run.catch_up.clone(),
             outputs: self.run.plan.outputs.len(),

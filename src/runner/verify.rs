@@ -22,7 +22,6 @@ use super::memory::compute_on_worker;
 use super::stream::describe_reads;
 use super::{OutputRows, RunError, WorkerConfig, cluster};
 use crate::job::{Plan, Updates};
-use crate::log::{Log, Start};
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
 use crate::value::Row;
@@ -61,8 +60,6 @@ pub type Offsets = BTreeMap<(String, u32), u64>;
 /// A recomputation of a version's outputs from the log: its job's plan,
 /// the topics it read, and how.
 pub struct Recompute {
-    /// The log the version read.
-    pub log: Log,
     /// The plan of the job that built the version.
     pub plan: Plan,
     /// Its inputs' topics, in spec order.
@@ -227,7 +224,7 @@ impl Recompute {
                 .copied()
                 .unwrap_or(0);
             let projection = self.plan.inputs[i].clone();
-            let mut part = PartitionSource::open(&self.log, input, p, projection, Start::Earliest)?;
+            let mut part = PartitionSource::open(input, p, projection)?;
             let rows = &mut collections[i];
             while part.position() < until {
                 let n = part.read(
@@ -240,7 +237,7 @@ impl Recompute {
                 if n == 0 {
                     return Err(RunError::Replay(format!(
                         "topic {} partition {p}: the log holds records up to offset {}, but the version applied up to {until}",
-                        input.topic,
+                        input.log.name(),
                         part.position()
                     )));
                 }

@@ -114,6 +114,14 @@ pub enum SourceError {
         /// The log's error.
         cause: crate::log::LogError,
     },
+    /// A Kafka topic that cannot be read (or a `kafka://` URL that is wrong).
+    #[error("kafka topic {topic}: {message}")]
+    Kafka {
+        /// The topic (or the URL, when it does not parse).
+        topic: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A topic that carries no rows yet, so its columns are unknown.
     #[error(
         "topic {topic} has no columns yet: produce rows to it first (kappa log produce {topic})"

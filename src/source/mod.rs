@@ -16,8 +16,11 @@ mod error;
 #[cfg(any(test, fuzzing))]
 #[doc(hidden)]
 pub mod fuzz;
+pub mod inputs;
+pub mod kafka;
 pub mod late;
 mod lines;
+pub mod records;
 pub mod sample;
 pub mod split;
 pub mod topic;

@@ -1,11 +1,15 @@
 //! Log topics as input collections: records become typed, projected rows
 //! with differences, exactly as the same rows would be read from files.
 //!
-//! Record values are JSON arrays (see [`crate::log::rows`]): in a CSV topic
-//! each element is a field's raw text and is typed with the same
-//! [`ColumnType::parse`](crate::schema::ColumnType::parse) as a CSV file; in a JSON lines topic elements are
-//! already typed and only coerced. So a job reading a topic sees the same
-//! collection it would see reading the files that were produced into it.
+//! The records come from a [`RecordLog`] (the embedded log or Kafka); how a
+//! record's value encodes a row is the input's [`ValueFormat`]. In the
+//! embedded log, values are JSON arrays (see [`crate::log::rows`]): in a CSV
+//! topic each element is a field's raw text and is typed with the same
+//! [`ColumnType::parse`](crate::schema::ColumnType::parse) as a CSV file; in a
+//! JSON lines topic elements are already typed and only coerced. Kafka values
+//! are JSON objects (columns by name) or CSV lines, typed the same ways. So a
+//! job reading a topic sees the same collection it would see reading the
+//! files that were produced into it.
 //!
 //! Plain topics are append-only event collections: each record inserts its
 //! row. Compacted topics are changelogs, read as tables: a record with a key
@@ -15,23 +19,39 @@
 //! memory, and rebuilt on restart by replaying the partition.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::late::LateFilter;
+use super::records::{LogTopic, RecordLog, RecordReader};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::log::rows::{RowFormat, decode_fields, typed};
-use crate::log::{Log, PartitionReader, Record, Start};
+use crate::log::{Log, Record};
 use crate::schema::{InputSchema, Projection};
 use crate::value::{Row, Value};
+
+/// How a record's value encodes a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueFormat {
+    /// The embedded log's rows: a JSON array of the topic's columns.
+    Array(RowFormat),
+    /// A JSON object, columns by name (Kafka's default).
+    Object,
+    /// One CSV line of the declared columns, no header (Kafka's `format=csv`).
+    CsvLine,
+}
 
 /// One job input bound to a log topic.
 #[derive(Clone, Debug)]
 pub struct TopicInput {
-    /// The log topic the input is bound to.
+    /// The topic as the input names it: a topic of the embedded log, or a
+    /// `kafka://` URL. Deployments record it; it is the input's identity.
     pub topic: String,
+    /// Where its records are read from.
+    pub log: Arc<dyn RecordLog>,
     /// The job's input name and the topic's columns.
     pub schema: InputSchema,
     /// How the topic's record values encode rows.
-    pub format: RowFormat,
+    pub format: ValueFormat,
     /// Whether the topic is compacted: a changelog, read as a table (a keyed
     /// record replaces its key's row, a tombstone retracts it) and never
     /// filtered as late.
@@ -58,11 +78,12 @@ impl TopicInput {
         };
         Ok(TopicInput {
             topic: topic.into(),
+            log: LogTopic::new(log, topic, info.config.partitions),
             schema: InputSchema {
                 name: name.into(),
                 columns: info.config.columns.clone(),
             },
-            format,
+            format: ValueFormat::Array(format),
             compacted: info.config.compact,
             partitions: info.config.partitions,
         })
@@ -74,7 +95,7 @@ pub struct PartitionSource {
     input: TopicInput,
     partition: u32,
     projection: Projection,
-    reader: PartitionReader,
+    reader: Box<dyn RecordReader>,
     /// Records read from the log but not yet handed out (a bounded read stopped before them).
     pending: VecDeque<Record>,
     /// Compacted topics: the current row of each key.
@@ -86,25 +107,18 @@ pub struct PartitionSource {
 }
 
 impl PartitionSource {
-    /// Opens `partition` of `input` at `from`.
+    /// Opens `partition` of `input` at its earliest retained offset.
     pub fn open(
-        log: &Log,
         input: &TopicInput,
         partition: u32,
         projection: Projection,
-        from: Start,
     ) -> Result<PartitionSource, SourceError> {
-        let reader =
-            log.reader(&input.topic, partition, from)
-                .map_err(|cause| SourceError::Log {
-                    topic: input.topic.clone(),
-                    cause,
-                })?;
+        let reader = input.log.open(partition)?;
         // Changelogs are tables, not placed in time: never filtered as late.
         let late = match (projection.late, input.compacted) {
             (Some(rule), false) => Some(LateFilter::new(
                 rule,
-                format!("topic {} partition {partition}", input.topic),
+                format!("topic {} partition {partition}", input.log.name()),
             )),
             _ => None,
         };
@@ -158,6 +172,12 @@ impl PartitionSource {
             .map_or(self.reader.position(), |r| r.offset)
     }
 
+    /// Whether the last read reached the end of the partition as the log
+    /// knows it (a short read may otherwise mean records still on their way).
+    pub fn at_end(&self) -> bool {
+        self.pending.is_empty() && self.reader.at_end()
+    }
+
     /// Reads up to `max` records that are visible now and lie below `until`
     /// (if given), calling `emit` with each row change. Returns the number of
     /// records consumed (bad ones included).
@@ -172,13 +192,7 @@ impl PartitionSource {
         let mut consumed = 0;
         while consumed < max {
             if self.pending.is_empty() {
-                let batch =
-                    self.reader
-                        .next_batch(max - consumed)
-                        .map_err(|cause| SourceError::Log {
-                            topic: self.input.topic.clone(),
-                            cause,
-                        })?;
+                let batch = self.reader.next_batch(max - consumed, until)?;
                 if batch.is_empty() {
                     break;
                 }
@@ -193,7 +207,7 @@ impl PartitionSource {
             if let Err((column, problem)) = self.apply(&record, options, emit) {
                 let at = RowLocation {
                     place: Place::Record {
-                        topic: self.input.topic.clone(),
+                        topic: self.input.log.name().to_string(),
                         partition: self.partition,
                         offset: record.offset,
                     },
@@ -252,7 +266,21 @@ impl PartitionSource {
 
     /// The projected, typed row of a record value.
     fn decode(&self, value: &[u8], options: &ReadOptions) -> Result<Row, (Option<usize>, String)> {
-        if self.input.format == RowFormat::Csv {
+        match self.input.format {
+            ValueFormat::Array(format) => self.decode_array(value, format, options),
+            ValueFormat::Object => self.decode_object(value, options),
+            ValueFormat::CsvLine => self.decode_csv_line(value, options),
+        }
+    }
+
+    /// A JSON array of the topic's columns (the embedded log's rows).
+    fn decode_array(
+        &self,
+        value: &[u8],
+        format: RowFormat,
+        options: &ReadOptions,
+    ) -> Result<Row, (Option<usize>, String)> {
+        if format == RowFormat::Csv {
             // Fast path: field texts borrowed from the value, no allocation
             // per field. Only strings without escapes borrow; anything else
             // takes the general path below, which types them the same way.
@@ -268,8 +296,65 @@ impl PartitionSource {
         for &(col, ty) in &self.projection.columns {
             let json = std::mem::take(&mut fields[col]);
             let null = options.null.as_deref();
-            row.push(typed(json, self.input.format, ty, null).map_err(|e| (Some(col), e))?);
+            row.push(typed(json, format, ty, null).map_err(|e| (Some(col), e))?);
         }
+        self.checked(row)
+    }
+
+    /// A JSON object, columns by name; a missing column is a bad row (a
+    /// null one is a null).
+    fn decode_object(
+        &self,
+        value: &[u8],
+        options: &ReadOptions,
+    ) -> Result<Row, (Option<usize>, String)> {
+        let mut object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(value).map_err(|e| (None, format!("not a JSON object: {e}")))?;
+        let mut row = Vec::with_capacity(self.projection.columns.len());
+        for &(col, ty) in &self.projection.columns {
+            let name = &self.input.schema.columns[col];
+            let json = object
+                .get_mut(name)
+                .map(serde_json::Value::take)
+                .ok_or_else(|| (Some(col), format!("no field {name:?} in the object")))?;
+            let null = options.null.as_deref();
+            row.push(typed(json, RowFormat::Jsonl, ty, null).map_err(|e| (Some(col), e))?);
+        }
+        self.checked(row)
+    }
+
+    /// One CSV line of the declared columns; an empty field is a null, as in
+    /// a CSV file.
+    fn decode_csv_line(
+        &self,
+        value: &[u8],
+        options: &ReadOptions,
+    ) -> Result<Row, (Option<usize>, String)> {
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(value);
+        let mut record = csv::StringRecord::new();
+        match reader.read_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => return Err((None, "an empty CSV line".into())),
+            Err(e) => return Err((None, format!("bad CSV: {e}"))),
+        }
+        let expected = self.input.schema.columns.len();
+        if record.len() != expected {
+            return Err((
+                None,
+                format!("{} fields, expected {expected}", record.len()),
+            ));
+        }
+        let fields: Vec<Option<&str>> = record
+            .iter()
+            .map(|f| (!f.is_empty()).then_some(f))
+            .collect();
+        self.type_fields(&fields, options)
+    }
+
+    /// `row`, once it passes the projection's value rules.
+    fn checked(&self, row: Row) -> Result<Row, (Option<usize>, String)> {
         self.projection
             .check(&row)
             .map_err(|(col, e)| (Some(col), e))?;
@@ -292,10 +377,7 @@ impl PartitionSource {
             };
             row.push(value);
         }
-        self.projection
-            .check(&row)
-            .map_err(|(col, e)| (Some(col), e))?;
-        Ok(row)
+        self.checked(row)
     }
 }
 
@@ -311,7 +393,7 @@ mod tests {
     type TestRecord<'a> = (Option<&'a str>, Option<[Option<&'a str>; 2]>);
 
     /// A topic `t` with columns `k,v` holding `records`.
-    fn topic(compact: bool, records: &[TestRecord]) -> (tempfile::TempDir, Log, TopicInput) {
+    fn topic(compact: bool, records: &[TestRecord]) -> (tempfile::TempDir, TopicInput) {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path()).unwrap();
         log.create_topic(
@@ -344,11 +426,10 @@ mod tests {
         writer.append(&recs).unwrap();
         drop(writer);
         let input = TopicInput::resolve(&log, "in", "t").unwrap();
-        (dir, log, input)
+        (dir, input)
     }
 
     fn read_all(
-        log: &Log,
         input: &TopicInput,
         types: [ColumnType; 2],
         options: &ReadOptions,
@@ -359,7 +440,7 @@ mod tests {
             late: None,
             rules: Vec::new(),
         };
-        let mut part = PartitionSource::open(log, input, 0, projection, Start::Earliest).unwrap();
+        let mut part = PartitionSource::open(input, 0, projection).unwrap();
         let (mut out, mut bad) = (Vec::new(), BadRows::default());
         part.read(1000, None, options, &mut bad, &mut |row, diff| {
             out.push((row, diff))
@@ -370,7 +451,7 @@ mod tests {
 
     #[test]
     fn csv_fields_are_typed_like_a_csv_file_with_or_without_escapes() {
-        let (_d, log, input) = topic(
+        let (_d, input) = topic(
             false,
             &[
                 (None, Some([Some("7"), Some("007")])),
@@ -382,7 +463,7 @@ mod tests {
             null: Some("NA".into()),
             on_bad_row: BadRowPolicy::Fail,
         };
-        let (rows, _) = read_all(&log, &input, [ColumnType::Any, ColumnType::Any], &options);
+        let (rows, _) = read_all(&input, [ColumnType::Any, ColumnType::Any], &options);
         let expected = vec![
             (vec![Value::Int(7), Value::str("007")], 1),
             (vec![Value::str("a\"b"), Value::Null], 1),
@@ -393,7 +474,7 @@ mod tests {
 
     #[test]
     fn bad_fields_are_located_by_offset_or_counted() {
-        let (_d, log, input) = topic(
+        let (_d, input) = topic(
             false,
             &[
                 (None, Some([Some("1"), Some("x")])),
@@ -404,7 +485,7 @@ mod tests {
             null: None,
             on_bad_row: BadRowPolicy::Skip,
         };
-        let (rows, bad) = read_all(&log, &input, [ColumnType::Int, ColumnType::Int], &skip);
+        let (rows, bad) = read_all(&input, [ColumnType::Int, ColumnType::Int], &skip);
         assert_eq!(rows, vec![(vec![Value::Int(2), Value::Int(3)], 1)]);
         assert_eq!(bad.count, 1);
         assert_eq!(
@@ -417,7 +498,7 @@ mod tests {
             late: None,
             rules: Vec::new(),
         };
-        let mut part = PartitionSource::open(&log, &input, 0, projection, Start::Earliest).unwrap();
+        let mut part = PartitionSource::open(&input, 0, projection).unwrap();
         let err = part
             .read(
                 10,
@@ -436,7 +517,7 @@ mod tests {
 
     #[test]
     fn changelogs_are_read_as_tables() {
-        let (_d, log, input) = topic(
+        let (_d, input) = topic(
             true,
             &[
                 (Some("a"), Some([Some("a"), Some("1")])),
@@ -447,7 +528,6 @@ mod tests {
             ],
         );
         let (mut changes, _) = read_all(
-            &log,
             &input,
             [ColumnType::Any, ColumnType::Any],
             &ReadOptions::default(),

@@ -1,0 +1,351 @@
+//! The librdkafka side of Kafka inputs: one consumer per partition reader,
+//! assigned its partition explicitly at the offset to read (offsets are the
+//! table store's, never committed to Kafka), and a metadata consumer per
+//! topic for its partitions and watermarks.
+//!
+//! Errors: a broker that cannot be reached at start, a missing topic and an
+//! offset the broker no longer holds are errors; a broker that goes away
+//! while reading is reported on stderr (at most every [`REPORT_EVERY`]) and
+//! retried by the client, with backoff, until it returns: nothing is read
+//! meanwhile, so nothing is lost or read twice.
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{ClientSettings, KafkaFormat, KafkaUrl};
+use crate::log::Record;
+use crate::source::SourceError;
+use crate::source::records::{Bounds, RecordLog, RecordReader};
+
+/// Longest wait for the brokers at start (metadata, the first watermarks).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest wait for a partition's watermarks once running (for lag): short,
+/// so that an outage does not hold the committer up for long.
+const WATERMARK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest wait for records a replay knows are there (see
+/// [`RecordReader::next_batch`]) before the reader returns none.
+const REPLAY_WAIT: Duration = Duration::from_secs(30);
+
+/// How often the same client reports that the brokers are unreachable.
+const REPORT_EVERY: Duration = Duration::from_secs(5);
+
+/// A Kafka topic, connected.
+pub struct KafkaTopic {
+    url: KafkaUrl,
+    settings: ClientSettings,
+    partitions: u32,
+    meta: BaseConsumer<Reporter>,
+}
+
+impl fmt::Debug for KafkaTopic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} partitions)", self.url, self.partitions)
+    }
+}
+
+impl KafkaTopic {
+    /// Reads the topic's metadata: an error if the brokers cannot be reached
+    /// within [`CONNECT_TIMEOUT`] or the topic does not exist.
+    pub fn connect(url: &KafkaUrl, settings: &ClientSettings) -> Result<KafkaTopic, SourceError> {
+        let meta = consumer(url, settings, "metadata")?;
+        let error = |message: String| SourceError::Kafka {
+            topic: url.topic.clone(),
+            message,
+        };
+        let metadata = meta
+            .fetch_metadata(Some(&url.topic), CONNECT_TIMEOUT)
+            .map_err(|e| {
+                error(format!(
+                    "cannot read its metadata from {} within {} s: {e}",
+                    url.brokers,
+                    CONNECT_TIMEOUT.as_secs()
+                ))
+            })?;
+        let topic = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == url.topic)
+            .ok_or_else(|| error(format!("no such topic at {}", url.brokers)))?;
+        if let Some(code) = topic.error() {
+            let code = rdkafka::types::RDKafkaRespErr::from(code);
+            let code: rdkafka::types::RDKafkaErrorCode = code.into();
+            return Err(error(format!("at {}: {code}", url.brokers)));
+        }
+        let partitions = topic.partitions().len() as u32;
+        if partitions == 0 {
+            return Err(error(format!("no such topic at {}", url.brokers)));
+        }
+        Ok(KafkaTopic {
+            url: url.clone(),
+            settings: settings.clone(),
+            partitions,
+            meta,
+        })
+    }
+
+    fn error(&self, message: String) -> SourceError {
+        SourceError::Kafka {
+            topic: self.url.topic.clone(),
+            message,
+        }
+    }
+
+    fn watermarks(&self, partition: u32, timeout: Duration) -> Result<Bounds, SourceError> {
+        let (low, high) = self
+            .meta
+            .fetch_watermarks(&self.url.topic, partition as i32, timeout)
+            .map_err(|e| self.error(format!("partition {partition}: watermarks: {e}")))?;
+        Ok(Bounds {
+            earliest: low.max(0) as u64,
+            end: high.max(0) as u64,
+        })
+    }
+}
+
+impl RecordLog for KafkaTopic {
+    fn name(&self) -> &str {
+        &self.url.topic
+    }
+
+    fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError> {
+        let start = self.watermarks(partition, CONNECT_TIMEOUT)?.earliest;
+        let consumer = consumer(&self.url, &self.settings, "reader")?;
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(
+                &self.url.topic,
+                partition as i32,
+                Offset::Offset(start as i64),
+            )
+            .and_then(|()| consumer.assign(&assignment))
+            .map_err(|e| self.error(format!("partition {partition}: cannot assign it: {e}")))?;
+        let time = self.url.time.as_ref().map(|column| match self.url.format {
+            KafkaFormat::Json => TimeField::Json(column.clone()),
+            KafkaFormat::Csv => {
+                let columns = self.url.columns.as_deref().unwrap_or_default();
+                match columns.iter().position(|c| c == column) {
+                    Some(i) => TimeField::Csv(i),
+                    None => TimeField::Missing,
+                }
+            }
+        });
+        Ok(Box::new(KafkaReader {
+            consumer,
+            topic: self.url.topic.clone(),
+            partition,
+            position: start,
+            at_end: false,
+            time,
+        }))
+    }
+
+    fn bounds(&self, partition: u32) -> Result<Bounds, SourceError> {
+        // Serves the metadata client's error reports (it reads no messages).
+        let _ = self.meta.poll(Duration::ZERO);
+        self.watermarks(partition, WATERMARK_TIMEOUT)
+    }
+}
+
+/// A consumer that never joins a group (partitions are assigned to it) and
+/// never commits offsets, with the user's settings on top.
+fn consumer(
+    url: &KafkaUrl,
+    settings: &ClientSettings,
+    role: &str,
+) -> Result<BaseConsumer<Reporter>, SourceError> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &url.brokers)
+        .set("client.id", format!("kappa-{role}"))
+        .set("group.id", "kappa")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        // An offset the broker no longer holds is an error, never a silent
+        // jump to the start or the end.
+        .set("auto.offset.reset", "error")
+        // The end of a partition is reported: what `--until-caught-up` and
+        // the epoch cutting go by (a poll that returns nothing may only mean
+        // that the next fetch has not come back yet).
+        .set("enable.partition.eof", "true")
+        .set_log_level(RDKafkaLogLevel::Error);
+    for (key, value) in settings {
+        config.set(key, value);
+    }
+    config
+        .create_with_context(Reporter::new(&url.topic))
+        .map_err(|e| SourceError::Kafka {
+            topic: url.topic.clone(),
+            message: format!("cannot create a client: {e}"),
+        })
+}
+
+/// Where a record's event time is, for the event-time lag.
+enum TimeField {
+    /// A field of the JSON object.
+    Json(String),
+    /// A field of the CSV line.
+    Csv(usize),
+    /// Not among the columns (the row decoder reports nothing for it).
+    Missing,
+}
+
+impl TimeField {
+    fn read(&self, value: &[u8]) -> Option<i64> {
+        match self {
+            TimeField::Json(column) => {
+                let object: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(value).ok()?;
+                crate::time::event_time_from_json(object.get(column)?).ok()
+            }
+            TimeField::Csv(i) => {
+                let mut reader = csv::ReaderBuilder::new()
+                    .has_headers(false)
+                    .from_reader(value);
+                let record = reader.records().next()?.ok()?;
+                crate::time::parse_event_time(record.get(*i)?).ok()
+            }
+            TimeField::Missing => None,
+        }
+    }
+}
+
+/// Reads one partition.
+struct KafkaReader {
+    consumer: BaseConsumer<Reporter>,
+    topic: String,
+    partition: u32,
+    /// The next offset to read.
+    position: u64,
+    /// The client said the partition's end was reached, and no record came since.
+    at_end: bool,
+    time: Option<TimeField>,
+}
+
+impl RecordReader for KafkaReader {
+    fn next_batch(&mut self, max: usize, until: Option<u64>) -> Result<Vec<Record>, SourceError> {
+        let mut out = Vec::new();
+        let deadline = Instant::now() + REPLAY_WAIT;
+        while out.len() < max {
+            // Fetching runs in the background: records a replay knows are
+            // there may not have arrived yet.
+            let awaited = out.is_empty()
+                && until.is_some_and(|u| self.position < u)
+                && Instant::now() < deadline;
+            let wait = if awaited { Duration::from_millis(100) } else { Duration::ZERO };
+            let message = match self.consumer.poll(wait) {
+                None if awaited => continue,
+                None => break,
+                Some(Ok(message)) => message,
+                // The fetch position reached the high watermark (past any
+                // transaction markers or compacted-away offsets).
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    self.at_end = true;
+                    break;
+                }
+                Some(Err(e)) => return Err(self.fail(e)),
+            };
+            self.at_end = false;
+            let offset = message.offset().max(0) as u64;
+            if offset < self.position {
+                continue;
+            }
+            let value = message.payload().map_or_else(Vec::new, <[u8]>::to_vec);
+            let event_ts = self.time.as_ref().and_then(|t| t.read(&value));
+            out.push(Record {
+                offset,
+                key: message.key().map(<[u8]>::to_vec),
+                value,
+                event_ts,
+                append_ts: message.timestamp().to_millis().unwrap_or(0),
+            });
+            self.position = offset + 1;
+        }
+        if !out.is_empty() {
+            self.consumer.context().recovered();
+        }
+        Ok(out)
+    }
+
+    fn position(&self) -> u64 {
+        self.position
+    }
+
+    fn at_end(&self) -> bool {
+        self.at_end
+    }
+}
+
+impl KafkaReader {
+    /// A consumption error: every one the client returns for a partition it
+    /// reads is one it cannot retry (an offset out of range, a topic gone,
+    /// no authorization); connection trouble goes to [`Reporter`] instead.
+    fn fail(&self, e: KafkaError) -> SourceError {
+        SourceError::Kafka {
+            topic: self.topic.clone(),
+            message: format!(
+                "partition {} at offset {}: {e}",
+                self.partition, self.position
+            ),
+        }
+    }
+}
+
+/// Reports the client's connection errors on stderr, at most every
+/// [`REPORT_EVERY`], and when reading works again.
+struct Reporter {
+    topic: String,
+    last: Mutex<Option<Instant>>,
+}
+
+impl Reporter {
+    fn new(topic: &str) -> Reporter {
+        Reporter {
+            topic: topic.to_string(),
+            last: Mutex::new(None),
+        }
+    }
+
+    fn recovered(&self) {
+        if self
+            .last
+            .lock()
+            .expect("reporter poisoned")
+            .take()
+            .is_some()
+        {
+            eprintln!("kappa: kafka topic {}: reading again", self.topic);
+        }
+    }
+}
+
+impl ClientContext for Reporter {
+    fn log(&self, _: RDKafkaLogLevel, _: &str, _: &str) {}
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let mut last = self.last.lock().expect("reporter poisoned");
+        if last.is_some_and(|t| t.elapsed() < REPORT_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        eprintln!(
+            "kappa: kafka topic {}: {error} ({reason}); the client retries",
+            self.topic
+        );
+    }
+}
+
+impl ConsumerContext for Reporter {}

@@ -1,0 +1,139 @@
+//! Where an input's records come from: a partitioned, offset-addressed log,
+//! behind one interface, so that the stream, reprocess and verify runners read
+//! the embedded log and Kafka alike without knowing which they have.
+//!
+//! Invariants every implementation keeps:
+//! - offsets within a partition only grow, and a record read at an offset is
+//!   the same record (same key, value and timestamps, so the same
+//!   [`Record::fingerprint`]) every time it is read again;
+//! - a reader returns records in offset order, never skipping one that the
+//!   log still holds (compaction and retention may have removed some);
+//! - [`Bounds::end`] is the offset the next appended record will get.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::SourceError;
+use crate::log::{Log, PartitionReader, Record, Start};
+
+/// A partition's retained range: `earliest` is the first offset still held,
+/// `end` the offset the next appended record gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// The first offset still held (retention may have deleted those below).
+    pub earliest: u64,
+    /// The next offset to be written.
+    pub end: u64,
+}
+
+/// One input's log: the embedded log's topic, or a Kafka topic.
+pub trait RecordLog: Send + Sync + fmt::Debug {
+    /// The topic's name, as messages and bad-row locations give it.
+    fn name(&self) -> &str;
+    /// The number of partitions.
+    fn partitions(&self) -> u32;
+    /// A reader of `partition` from its earliest retained offset.
+    fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError>;
+    /// Where `partition` starts and ends now.
+    fn bounds(&self, partition: u32) -> Result<Bounds, SourceError>;
+}
+
+/// Reads one partition in offset order.
+pub trait RecordReader: Send {
+    /// Up to `max` records that are visible now (possibly none). With
+    /// `until`, records below that offset were read before (a replay): a
+    /// client that fetches in the background waits for them (bounded)
+    /// rather than return none while they are on their way.
+    fn next_batch(&mut self, max: usize, until: Option<u64>)
+    -> Result<Vec<Record>, SourceError>;
+    /// The smallest offset the next returned record can have.
+    fn position(&self) -> u64;
+    /// Whether the last read reached the end of what the log holds (so a
+    /// read that returned less than asked means "nothing more now", not
+    /// "not fetched yet").
+    fn at_end(&self) -> bool;
+}
+
+/// A topic of the embedded log.
+#[derive(Clone, Debug)]
+pub struct LogTopic {
+    log: Log,
+    topic: String,
+    partitions: u32,
+}
+
+impl LogTopic {
+    /// `topic` of `log`, with its number of partitions.
+    pub fn new(log: &Log, topic: &str, partitions: u32) -> Arc<dyn RecordLog> {
+        Arc::new(LogTopic {
+            log: log.clone(),
+            topic: topic.to_string(),
+            partitions,
+        })
+    }
+
+    fn error(&self, cause: crate::log::LogError) -> SourceError {
+        SourceError::Log {
+            topic: self.topic.clone(),
+            cause,
+        }
+    }
+}
+
+impl RecordLog for LogTopic {
+    fn name(&self) -> &str {
+        &self.topic
+    }
+
+    fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError> {
+        let reader = self
+            .log
+            .reader(&self.topic, partition, Start::Earliest)
+            .map_err(|e| self.error(e))?;
+        Ok(Box::new(LogReader {
+            reader,
+            topic: self.topic.clone(),
+        }))
+    }
+
+    fn bounds(&self, partition: u32) -> Result<Bounds, SourceError> {
+        let info = self.log.topic(&self.topic).map_err(|e| self.error(e))?;
+        Ok(info
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .map_or(Bounds::default(), |p| Bounds {
+                earliest: p.earliest,
+                end: p.latest,
+            }))
+    }
+}
+
+struct LogReader {
+    reader: PartitionReader,
+    topic: String,
+}
+
+impl RecordReader for LogReader {
+    fn next_batch(&mut self, max: usize, _: Option<u64>) -> Result<Vec<Record>, SourceError> {
+        self.reader
+            .next_batch(max)
+            .map_err(|cause| SourceError::Log {
+                topic: self.topic.clone(),
+                cause,
+            })
+    }
+
+    fn position(&self) -> u64 {
+        self.reader.position()
+    }
+
+    fn at_end(&self) -> bool {
+        // Reads are synchronous: a short batch is the end.
+        true
+    }
+}

