@@ -29,6 +29,23 @@ impl Broker {
     /// Starts a broker, or says why not (and fails under
     /// `KAPPA_REQUIRE_SERVICES=1`).
     fn start(test: &str) -> Option<Broker> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Broker::start_on(test, port)
+    }
+
+    /// Stops the broker and starts a new one on the same port: with the
+    /// memory storage engine, every topic and record is gone.
+    fn restart_empty(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        *self = Broker::start_on("restart", self.port).expect("the broker started before");
+    }
+
+    fn start_on(test: &str, port: u16) -> Option<Broker> {
         let Some(tansu) = tansu() else {
             let why =
                 "no Tansu broker binary: set KAPPA_TEST_TANSU or run .ci/run (it installs one)";
@@ -39,11 +56,6 @@ impl Broker {
             eprintln!("SKIPPED {test}: {why}");
             return None;
         };
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let url = format!("tcp://127.0.0.1:{port}");
         let child = Command::new(&tansu)
             .args([
@@ -322,7 +334,8 @@ fn kafka_stream_with_kills_equals_batch() {
 
 #[test]
 fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
-    let Some(broker) = Broker::start("kafka_broker_paused_mid_stream_resumes_exactly_once") else {
+    let Some(mut broker) = Broker::start("kafka_broker_paused_mid_stream_resumes_exactly_once")
+    else {
         return;
     };
     let w = World::new();
@@ -382,6 +395,17 @@ fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
     assert!(stream.wait().unwrap().success());
     let text = w.ok(&["table", "verify", "counts"]);
     assert!(text.contains(": identical ("), "{text}");
+    // A broker that lost the topic's records (restarted empty, the topic
+    // recreated and refilled with fewer): resuming is refused, not a silent
+    // restart from a different history.
+    broker.restart_empty();
+    broker.create_topic("events", 2);
+    broker.produce("events", &batch(0, 10));
+    let err = w.fails(&args);
+    assert!(
+        err.contains("topic events partition 0: the log lost data that counts v1 applied"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -458,4 +482,154 @@ fn kafka_errors_name_the_broker_topic_partition_and_offset() {
         "key=k",
     ]);
     assert!(err.contains("expected json or csv"), "{err}");
+}
+
+/// Reads every partition of `topic` to its end and applies the messages as
+/// upserts by key (a null value deletes): what a reader of the compacted
+/// topic ends up with.
+fn read_upserts(broker: &Broker, topic: &str) -> std::collections::BTreeMap<String, String> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::error::KafkaError;
+    use rdkafka::message::Message;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.addr())
+        .set("group.id", "kappa-test")
+        .set("enable.partition.eof", "true")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let partitions = metadata.topics()[0].partitions().len();
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        assignment
+            .add_partition_offset(topic, p as i32, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut table = std::collections::BTreeMap::new();
+    let mut ended = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ended.len() < partitions {
+        assert!(
+            Instant::now() < deadline,
+            "{topic} was not read to its end within 30 s"
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                ended.insert(p);
+            }
+            Some(Err(e)) => panic!("reading {topic}: {e}"),
+            Some(Ok(m)) => {
+                ended.remove(&m.partition());
+                let key = String::from_utf8(m.key().unwrap().to_vec()).unwrap();
+                match m.payload() {
+                    Some(v) => table.insert(key, String::from_utf8(v.to_vec()).unwrap()),
+                    None => table.remove(&key),
+                };
+            }
+        }
+    }
+    table
+}
+
+/// The live table of `output` as the JSON objects its sink sends.
+fn table_as_json(w: &World, output: &str) -> Vec<String> {
+    let store = kappa::table::TableStore::open(&w.path("tables.db")).unwrap();
+    let d = store.find_by_output(output, None).unwrap();
+    let i = d.output_index(output).unwrap();
+    let schema = &d.outputs[i];
+    let bag = schema.key.len() == schema.columns.len();
+    let mut rows: Vec<String> = store
+        .read_rows(&d.table(i))
+        .unwrap()
+        .into_iter()
+        .map(|(row, n)| {
+            let mut object = serde_json::Map::new();
+            for (name, v) in schema.columns.iter().zip(&row) {
+                let json = match v {
+                    kappa::value::Value::Null => serde_json::Value::Null,
+                    kappa::value::Value::Int(i) => (*i).into(),
+                    kappa::value::Value::Float(x) => x.get().into(),
+                    kappa::value::Value::Str(s) => s.to_string().into(),
+                };
+                object.insert(name.clone(), json);
+            }
+            if bag {
+                object.insert("kappa_count".into(), (n as i64).into());
+            }
+            serde_json::Value::Object(object).to_string()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn kafka_sink_after_kills_equals_the_table() {
+    let Some(broker) = Broker::start("kafka_sink_after_kills_equals_the_table") else {
+        return;
+    };
+    let w = World::new();
+    let mut rng = Rng(0x51afd7ed558ccd);
+    let events = events(&mut rng, 800);
+    let users = users(&mut rng);
+    broker.create_topic("events", 2);
+    broker.create_topic("users", 1);
+    broker.create_topic("groups_out", 2);
+    broker.create_topic("joined_out", 1);
+    let users: Vec<_> = users
+        .iter()
+        .map(|r| {
+            let (key, value) = user_message(r);
+            (0, key, value)
+        })
+        .collect();
+    broker.produce("users", &users);
+    let sinks = [("groups", "groups_out"), ("joined", "joined_out")];
+    for (i, chunk) in chunks(&mut rng, &events, 6).iter().enumerate() {
+        let messages: Vec<_> = chunk
+            .iter()
+            .map(|r| (rng.below(2) as i32, None, Some(event_json(r))))
+            .collect();
+        broker.produce("events", &messages);
+        for (job, (output, topic)) in JOBS.iter().zip(sinks) {
+            let mut args = stream_args(&broker, job);
+            args.extend(["--max-batch".into(), (20 + rng.below(100)).to_string()]);
+            args.extend([
+                "--sink".into(),
+                format!("{output}=kafka://{}/{topic}", broker.addr()),
+            ]);
+            let mut child = w.spawn_silent(&args);
+            if i > 0 {
+                wait_for_commit(&w, output);
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(300)));
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+    for (job, (output, topic)) in JOBS.iter().zip(sinks) {
+        let mut args = stream_args(&broker, job);
+        args.push("--until-caught-up".into());
+        args.extend([
+            "--sink".into(),
+            format!("{output}=kafka://{}/{topic}", broker.addr()),
+        ]);
+        let mut cmd = w.kappa(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        let mut sent: Vec<String> = read_upserts(&broker, topic).into_values().collect();
+        sent.sort();
+        let table = table_as_json(&w, output);
+        assert!(!table.is_empty(), "{output}: an empty table proves nothing");
+        assert_eq!(
+            sent, table,
+            "{output}: the changelog in {topic} differs from the table"
+        );
+    }
 }

@@ -72,7 +72,14 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
     let on_log = plan_on_log(registry, &args.job, &sources)?;
     let catch_up = args.swap.catch_up(options)?;
     if !options.first_process()? {
-        return run_and_report(on_log, None, options, &args.job.store, Some(catch_up));
+        return run_and_report(
+            on_log,
+            None,
+            options,
+            &args.job.store,
+            Some(catch_up),
+            Vec::new(),
+        );
     }
     let mut store = args.job.store.open_store()?;
     let outputs = on_log.output_names().join(",");
@@ -91,6 +98,7 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
         options,
         &args.job.store,
         Some(catch_up),
+        Vec::new(),
     )
 }
 
@@ -125,7 +133,14 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
             .with_context(|| format!("cannot read table store {}", table_db.display()))?;
         let on_log = OnLog::rollback_plan(registry, &store, &sources, &args.name, args.version)?;
         drop(store);
-        return run_and_report(on_log, None, &args.options, &paths, Some(catch_up));
+        return run_and_report(
+            on_log,
+            None,
+            &args.options,
+            &paths,
+            Some(catch_up),
+            Vec::new(),
+        );
     }
     let (sources, mut store) = paths.open()?;
     let (on_log, started) =
@@ -135,5 +150,12 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
         args.name, started.deployment.version
     );
     drop(store);
-    run_and_report(on_log, Some(started), &args.options, &paths, Some(catch_up))
+    run_and_report(
+        on_log,
+        Some(started),
+        &args.options,
+        &paths,
+        Some(catch_up),
+        Vec::new(),
+    )
 }

@@ -18,6 +18,7 @@ use crate::metrics::StreamMetrics;
 use crate::registry::Registry;
 use crate::runner::RunError;
 use crate::runner::stream::{CatchUp, EpochConfig};
+use crate::sink::changelog::SinkTarget;
 use crate::source::inputs::Sources;
 use crate::status::StatusServer;
 use crate::table::TableStore;
@@ -121,6 +122,11 @@ impl StoreArgs {
 pub struct StreamArgs {
     #[command(flatten)]
     pub job: JobOnLogArgs,
+    /// Send each committed epoch's changes of output OUTPUT on to a Kafka
+    /// topic as an upsert changelog (key: the output key; value: the row as
+    /// a JSON object, null when deleted): OUTPUT=kafka://HOST:PORT/TOPIC.
+    #[arg(long, value_name = "OUTPUT=URL", value_parser = name_value::<String>)]
+    pub sink: Vec<(String, String)>,
 }
 
 /// Plans the job named on the command line over its topics (`--table` renames its output).
@@ -174,6 +180,7 @@ impl StreamOptions {
             quiet: self.quiet,
             stop,
             metrics: None,
+            sinks: Vec::new(),
         })
     }
 }
@@ -185,8 +192,10 @@ pub fn run_and_report(
     options: &StreamOptions,
     store: &StoreArgs,
     catch_up: Option<CatchUp>,
+    sinks: Vec<SinkTarget>,
 ) -> anyhow::Result<()> {
     let mut settings = options.settings(store)?;
+    settings.sinks = sinks;
     // Process 0 drives the deployment and alone serves its metrics.
     let _server = match (&options.metrics_addr, &started) {
         (Some(addr), Some(started)) => {
@@ -250,16 +259,21 @@ pub fn serve_status(
 }
 
 pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
-    let args = args.job;
+    let StreamArgs { job: args, sink } = args;
     let sources = args.store.sources.open()?;
     let on_log = plan_on_log(registry, &args, &sources)?;
+    let sinks = sink
+        .iter()
+        .map(|(output, url)| SinkTarget::new(output, url, sources.kafka.clone()))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(anyhow::Error::msg)?;
     if !args.options.first_process()? {
-        return run_and_report(on_log, None, &args.options, &args.store, None);
+        return run_and_report(on_log, None, &args.options, &args.store, None, Vec::new());
     }
     // A store this command creates is removed again if it fails before
     // anything is committed to it.
     let fresh = !args.store.table_db.exists();
-    let result = open_and_stream(&args, on_log);
+    let result = open_and_stream(&args, on_log, sinks);
     if result.is_err()
         && fresh
         && let Ok(store) = TableStore::open_existing(&args.store.table_db)
@@ -269,7 +283,11 @@ pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
     result
 }
 
-fn open_and_stream(args: &JobOnLogArgs, on_log: OnLog) -> anyhow::Result<()> {
+fn open_and_stream(
+    args: &JobOnLogArgs,
+    on_log: OnLog,
+    sinks: Vec<SinkTarget>,
+) -> anyhow::Result<()> {
     let mut store = args.store.open_store()?;
     let outputs = on_log.output_names().join(",");
     let started = on_log.start_live(&mut store)?;
@@ -279,5 +297,12 @@ fn open_and_stream(args: &JobOnLogArgs, on_log: OnLog) -> anyhow::Result<()> {
         false => eprintln!("kappa stream: resuming {outputs} {version} from its committed offsets"),
     }
     drop(store);
-    run_and_report(on_log, Some(started), &args.options, &args.store, None)
+    run_and_report(
+        on_log,
+        Some(started),
+        &args.options,
+        &args.store,
+        None,
+        sinks,
+    )
 }

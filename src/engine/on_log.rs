@@ -72,6 +72,8 @@ pub struct StreamSettings {
     pub stop: Arc<AtomicBool>,
     /// Where the committer records its metrics (process 0 only).
     pub metrics: Option<Arc<crate::metrics::StreamMetrics>>,
+    /// Changelog sinks of outputs (`--sink`; sent by process 0).
+    pub sinks: Vec<crate::sink::changelog::SinkTarget>,
 }
 
 impl StreamSettings {
@@ -88,6 +90,7 @@ impl StreamSettings {
             quiet: true,
             stop: Arc::new(AtomicBool::new(false)),
             metrics: None,
+            sinks: Vec::new(),
         }
     }
 }
@@ -367,6 +370,7 @@ impl OnLog {
             quiet: settings.quiet,
             catch_up,
             metrics: settings.metrics.clone(),
+            sinks: settings.sinks.clone(),
         };
         Ok(run.run()?)
     }

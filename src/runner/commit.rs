@@ -21,9 +21,10 @@ use super::outputs::OutputChange;
 use crate::english::count;
 use crate::job::Time;
 use crate::metrics::StreamMetrics;
+use crate::sink::changelog::ChangelogSink;
 use crate::source::records::RecordLog;
 use crate::table::{
-    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SwapRule,
+    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec, SwapRule,
     TableError, TableStore,
 };
 use crate::value::Row;
@@ -109,6 +110,9 @@ pub enum SwapPolicy {
     AutoIf(SwapRule),
 }
 
+/// A changelog sink, open, and which output it carries.
+pub type Sink = (SinkSpec, Box<dyn ChangelogSink>);
+
 /// Worker 0's committer state.
 pub struct Committer {
     /// Set after a failed commit (or once retired): nothing more is committed.
@@ -148,6 +152,10 @@ pub struct Committer {
     metrics: Option<Arc<StreamMetrics>>,
     /// When the lag was last read from the log while idle.
     idle_lag_at: Instant,
+    /// Changelog sinks, and which output each carries.
+    sinks: Vec<Sink>,
+    /// A sink failed: the outbox holds messages to send again.
+    outbox_pending: bool,
 }
 
 /// The committer's fixed parts.
@@ -168,6 +176,8 @@ pub struct CommitterSetup {
     pub quiet: bool,
     /// Where to record what is committed.
     pub metrics: Option<Arc<StreamMetrics>>,
+    /// Changelog sinks, and which output each carries.
+    pub sinks: Vec<Sink>,
 }
 
 impl Committer {
@@ -197,8 +207,12 @@ impl Committer {
             quiet: setup.quiet,
             metrics: setup.metrics,
             idle_lag_at: now,
+            sinks: setup.sinks,
+            outbox_pending: false,
         };
         committer.refresh_lag();
+        // What the last owner committed but did not get to send.
+        committer.drain_outbox();
         committer
     }
 
@@ -473,8 +487,15 @@ impl Committer {
             late_dropped,
         };
         let transaction = Instant::now();
-        self.store
-            .commit_epoch(&self.lease, &per_output, &log.offsets, &stats)?;
+        let specs: Vec<SinkSpec> = self.sinks.iter().map(|(spec, _)| spec.clone()).collect();
+        self.store.commit_epoch_with_sinks(
+            &self.lease,
+            &per_output,
+            &log.offsets,
+            &stats,
+            &specs,
+        )?;
+        self.drain_outbox();
         if let Some(metrics) = &self.metrics {
             metrics.record_epoch(&stats, transaction.elapsed());
             let now = crate::table::now_ms();
@@ -493,6 +514,43 @@ impl Committer {
             self.last_report = now;
         }
         Ok(())
+    }
+
+    /// Sends what the outbox holds to each sink and clears what they took.
+    /// A sink that fails keeps its messages, sent again after the next
+    /// epoch; the tables are never held back by a sink.
+    fn drain_outbox(&mut self) {
+        if self.sinks.is_empty() {
+            return;
+        }
+        self.outbox_pending = false;
+        let pending = match self.store.outbox(self.lease.deployment) {
+            Ok(pending) => pending,
+            Err(e) => return eprintln!("kappa stream: cannot read the sinks' outbox: {e}"),
+        };
+        for (spec, sink) in &mut self.sinks {
+            let mine: Vec<_> = pending
+                .iter()
+                .filter(|m| m.sink == spec.name)
+                .cloned()
+                .collect();
+            let Some(last) = mine.last().map(|m| m.seq) else {
+                continue;
+            };
+            let sent = sink.send(&mine).and_then(|()| {
+                self.store
+                    .clear_outbox(&self.lease, &spec.name, last)
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(e) = sent {
+                self.outbox_pending = true;
+                eprintln!(
+                    "kappa stream: sink {}: {e}; its {} stay in the outbox and are sent again",
+                    spec.name,
+                    count(mine.len() as u64, "message")
+                );
+            }
+        }
     }
 
     /// Lag per partition: the log's end offset minus the committed offset.
@@ -522,6 +580,9 @@ impl Committer {
     /// nothing is read), and a line every progress interval tells an idle
     /// stream from a stuck one.
     fn idle(&mut self) {
+        if self.outbox_pending && self.idle_lag_at.elapsed() >= Duration::from_secs(1) {
+            self.drain_outbox();
+        }
         if let Some(metrics) = self.metrics.clone()
             && self.idle_lag_at.elapsed() >= Duration::from_secs(1)
         {

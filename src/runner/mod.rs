@@ -205,6 +205,14 @@ pub enum RunError {
         /// Its error.
         message: String,
     },
+    /// A changelog sink could not be set up.
+    #[error("sink {output}: {message}")]
+    Sink {
+        /// The output the sink carries.
+        output: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A configuration this runner cannot run (yet).
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -48,13 +48,16 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use super::cluster;
 use super::combine::Combiner;
 pub use super::commit::{CatchUp, LastRecord, SwapPolicy};
-use super::commit::{Committer, CommitterSetup, EpochReport, is_retired};
+use super::commit::{Committer, CommitterSetup, EpochReport, Sink, is_retired};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
+use crate::sink::changelog::SinkTarget;
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
-use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, TableStore, this_process};
+use crate::table::{
+    DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, TableStore, this_process,
+};
 use crate::value::Row;
 
 /// How much larger than `max_records` an epoch may grow while far behind.
@@ -109,6 +112,8 @@ pub struct StreamRun {
     pub catch_up: Option<CatchUp>,
     /// Where the committer records its metrics.
     pub metrics: Option<Arc<crate::metrics::StreamMetrics>>,
+    /// Changelog sinks of outputs (process 0 sends them).
+    pub sinks: Vec<SinkTarget>,
 }
 
 /// The deployment a run drives.
@@ -959,7 +964,7 @@ impl Shared {
         let log_end = topic.log.bounds(part.partition())?.end.max(part.position());
         let lost = |log_end: u64, detail: String| RunError::LogRewritten {
             deployment: self.resume().name.clone(),
-            topic: topic.topic.clone(),
+            topic: topic.log.name().to_string(),
             partition: part.partition(),
             committed,
             log_end,
@@ -1039,7 +1044,37 @@ impl Shared {
             outputs: self.run.plan.outputs.len(),
             quiet: self.run.quiet,
             metrics: self.run.metrics.clone(),
+            sinks: self.open_sinks(lease.deployment)?,
         }))
+    }
+
+    /// Connects the changelog sinks, each to the output it names.
+    fn open_sinks(&self, deployment: i64) -> Result<Vec<Sink>, RunError> {
+        let mut sinks = Vec::new();
+        for target in &self.run.sinks {
+            let error = |message: String| RunError::Sink {
+                output: target.output.clone(),
+                message,
+            };
+            let outputs = &self.run.plan.outputs;
+            let output = outputs
+                .iter()
+                .position(|o| o.name == target.output)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = outputs.iter().map(|o| o.name.as_str()).collect();
+                    error(format!(
+                        "no such output (the job writes {})",
+                        names.join(", ")
+                    ))
+                })?;
+            let sink = target.open(deployment).map_err(error)?;
+            if !self.run.quiet {
+                eprintln!("kappa stream: sink {}: {}", target.output, sink.describe());
+            }
+            let name = target.output.clone();
+            sinks.push((SinkSpec { name, output }, sink));
+        }
+        Ok(sinks)
     }
 }
 

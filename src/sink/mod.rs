@@ -1,4 +1,9 @@
 //! Writers of job outputs. `files` commits a batch run's outputs to a
-//! directory atomically; the table writer of stream runs will sit beside it.
+//! directory atomically; `changelog` sends a stream's committed changes on
+//! to an external log (Kafka, in `kafka`). The tables of stream runs are
+//! the table store's ([`crate::table`]).
 
+pub mod changelog;
 pub mod files;
+#[cfg(feature = "kafka")]
+mod kafka;

@@ -44,8 +44,7 @@ pub trait RecordReader: Send {
     /// `until`, records below that offset were read before (a replay): a
     /// client that fetches in the background waits for them (bounded)
     /// rather than return none while they are on their way.
-    fn next_batch(&mut self, max: usize, until: Option<u64>)
-    -> Result<Vec<Record>, SourceError>;
+    fn next_batch(&mut self, max: usize, until: Option<u64>) -> Result<Vec<Record>, SourceError>;
     /// The smallest offset the next returned record can have.
     fn position(&self) -> u64;
     /// Whether the last read reached the end of what the log holds (so a
@@ -64,7 +63,7 @@ pub struct LogTopic {
 
 impl LogTopic {
     /// `topic` of `log`, with its number of partitions.
-    pub fn new(log: &Log, topic: &str, partitions: u32) -> Arc<dyn RecordLog> {
+    pub fn shared(log: &Log, topic: &str, partitions: u32) -> Arc<dyn RecordLog> {
         Arc::new(LogTopic {
             log: log.clone(),
             topic: topic.to_string(),

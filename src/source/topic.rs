@@ -78,7 +78,7 @@ impl TopicInput {
         };
         Ok(TopicInput {
             topic: topic.into(),
-            log: LogTopic::new(log, topic, info.config.partitions),
+            log: LogTopic::shared(log, topic, info.config.partitions),
             schema: InputSchema {
                 name: name.into(),
                 columns: info.config.columns.clone(),

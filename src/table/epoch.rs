@@ -46,6 +46,7 @@ use crate::value::Row;
 use super::catalog::{deployment_in, require_accepting, write_stats};
 use super::deployment::EpochStats;
 use super::ident::{quote, table_name};
+use super::outbox::{self, SinkSpec};
 use super::owner::{Lease, require_lease};
 use super::{TableError, TableStore};
 
@@ -151,6 +152,19 @@ impl TableStore {
         offsets: &[InputOffset],
         stats: &EpochStats,
     ) -> Result<(), TableError> {
+        self.commit_epoch_with_sinks(lease, changes, offsets, stats, &[])
+    }
+
+    /// [`TableStore::commit_epoch`], writing in the same transaction the
+    /// messages of each changelog sink into the outbox (see [`super::outbox`]).
+    pub fn commit_epoch_with_sinks(
+        &mut self,
+        lease: &Lease,
+        changes: &[Vec<(Row, isize)>],
+        offsets: &[InputOffset],
+        stats: &EpochStats,
+        sinks: &[SinkSpec],
+    ) -> Result<(), TableError> {
         let id = lease.deployment;
         let writers = self.writers_for(id)?;
         if changes.len() != writers.len() {
@@ -165,6 +179,14 @@ impl TableStore {
         require_lease(&tx, lease)?;
         for (sql, rows) in writers.iter().zip(changes) {
             apply(&tx, sql, rows)?;
+        }
+        if !sinks.is_empty() {
+            let d = deployment_in(&tx, id)?;
+            for sink in sinks {
+                let schema = &d.outputs[sink.output];
+                let rows = &changes[sink.output];
+                outbox::write(&tx, id, &sink.name, schema, d.version.0, rows)?;
+            }
         }
         write_offsets(&tx, id, offsets)?;
         write_stats(&tx, id, stats, true)?;

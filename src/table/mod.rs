@@ -22,9 +22,10 @@
 //! # Catalog (tables prefixed `kappa_`; times are unix ms)
 //! | table | columns | what |
 //! |---|---|---|
-//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 3 (older catalogs are migrated on open) |
+//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 4 (older catalogs are migrated on open) |
 //! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host) | one row per deployment, kept after a drop |
 //! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
+//! | `kappa_outbox` | `deployment`, `sink`, `seq`, `key`, `value`; PK (`deployment`, `sink`, `seq`) | messages of changelog sinks written with their epoch, deleted once sent ([`outbox`]) |
 //! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`, `last_offset`, `last_crc`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables; the last applied record's offset and checksum, so a log that lost or rewrote it is noticed on resume |
 //!
 //! # Output tables and views
@@ -76,6 +77,7 @@ pub mod diff;
 mod epoch;
 mod error;
 pub mod ident;
+pub mod outbox;
 mod owner;
 mod rows;
 mod swap;
@@ -104,6 +106,7 @@ pub use deployment::{
 pub use diff::{Change, DiffCounts, SwapRule, TableDiff};
 pub use epoch::InputOffset;
 pub use error::TableError;
+pub use outbox::{SinkMessage, SinkSpec};
 pub use owner::{DeploymentLock, Lease, this_process};
 pub use rows::TablePage;
 
@@ -116,14 +119,14 @@ pub const DEFAULT_PATH: &str = "kappa-data/tables.db";
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "3";
+const SCHEMA_VERSION: &str = "4";
 
 const CATALOG: &str = "
 CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '3');
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '4');
 CREATE TABLE IF NOT EXISTS kappa_deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
@@ -166,6 +169,14 @@ CREATE TABLE IF NOT EXISTS kappa_offsets (
     last_crc INTEGER,
     PRIMARY KEY (deployment, input, partition)
 );
+CREATE TABLE IF NOT EXISTS kappa_outbox (
+    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
+    sink TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT,
+    PRIMARY KEY (deployment, sink, seq)
+);
 ";
 
 const MIGRATE_1_TO_2: &str = "
@@ -179,6 +190,18 @@ ALTER TABLE kappa_deployments ADD COLUMN owner TEXT;
 ALTER TABLE kappa_offsets ADD COLUMN last_offset INTEGER;
 ALTER TABLE kappa_offsets ADD COLUMN last_crc INTEGER;
 UPDATE kappa_meta SET value = '3' WHERE key = 'schema_version';
+";
+
+const MIGRATE_3_TO_4: &str = "
+CREATE TABLE kappa_outbox (
+    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
+    sink TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT,
+    PRIMARY KEY (deployment, sink, seq)
+);
+UPDATE kappa_meta SET value = '4' WHERE key = 'schema_version';
 ";
 
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
@@ -332,8 +355,14 @@ impl TableStore {
             tx.commit()?;
         }
         // Version 2 added the late-event counts; version 3 the owner's
-        // generation (fencing) and the last applied record of each partition.
-        for (from, migration) in [("1", MIGRATE_1_TO_2), ("2", MIGRATE_2_TO_3)] {
+        // generation (fencing) and the last applied record of each
+        // partition; version 4 the sinks' outbox.
+        let migrations = [
+            ("1", MIGRATE_1_TO_2),
+            ("2", MIGRATE_2_TO_3),
+            ("3", MIGRATE_3_TO_4),
+        ];
+        for (from, migration) in migrations {
             if self.schema_version()?.as_deref() == Some(from) {
                 let tx = self.write_txn()?;
                 tx.execute_batch(migration)?;

@@ -333,6 +333,7 @@ fn catalog_round_trips_a_deployment_across_reopen() {
          ALTER TABLE kappa_deployments DROP COLUMN owner; \
          ALTER TABLE kappa_offsets DROP COLUMN last_offset; \
          ALTER TABLE kappa_offsets DROP COLUMN last_crc; \
+         DROP TABLE kappa_outbox; \
          UPDATE kappa_meta SET value = '1' WHERE key = 'schema_version';",
     )
     .unwrap();

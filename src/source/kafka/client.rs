@@ -77,7 +77,6 @@ impl KafkaTopic {
             .find(|t| t.name() == url.topic)
             .ok_or_else(|| error(format!("no such topic at {}", url.brokers)))?;
         if let Some(code) = topic.error() {
-            let code = rdkafka::types::RDKafkaRespErr::from(code);
             let code: rdkafka::types::RDKafkaErrorCode = code.into();
             return Err(error(format!("at {}: {code}", url.brokers)));
         }
@@ -245,7 +244,11 @@ impl RecordReader for KafkaReader {
             let awaited = out.is_empty()
                 && until.is_some_and(|u| self.position < u)
                 && Instant::now() < deadline;
-            let wait = if awaited { Duration::from_millis(100) } else { Duration::ZERO };
+            let wait = if awaited {
+                Duration::from_millis(100)
+            } else {
+                Duration::ZERO
+            };
             let message = match self.consumer.poll(wait) {
                 None if awaited => continue,
                 None => break,
@@ -256,7 +259,12 @@ impl RecordReader for KafkaReader {
                     self.at_end = true;
                     break;
                 }
-                Some(Err(e)) => return Err(self.fail(e)),
+                Some(Err(e)) if is_fatal(&e) => return Err(self.fail(e)),
+                Some(Err(e)) => {
+                    // Connection trouble: the client retries by itself.
+                    self.consumer.context().error(e, "while reading");
+                    continue;
+                }
             };
             self.at_end = false;
             let offset = message.offset().max(0) as u64;
@@ -289,10 +297,33 @@ impl RecordReader for KafkaReader {
     }
 }
 
+/// Whether a consumption error ends the read: the data is gone (an offset
+/// out of range, the topic or partition deleted), access is denied, or the
+/// client says it is fatal. Anything else (a broker down, a timeout) the
+/// client retries, and reading resumes where it stopped.
+fn is_fatal(e: &KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    match e {
+        KafkaError::MessageConsumptionFatal(_) => true,
+        KafkaError::MessageConsumption(code) => matches!(
+            code,
+            Code::OffsetOutOfRange
+                | Code::AutoOffsetReset
+                | Code::UnknownTopicOrPartition
+                | Code::UnknownTopic
+                | Code::UnknownPartition
+                | Code::TopicAuthorizationFailed
+                | Code::GroupAuthorizationFailed
+                | Code::ClusterAuthorizationFailed
+                | Code::SaslAuthenticationFailed
+                | Code::Authentication
+        ),
+        _ => false,
+    }
+}
+
 impl KafkaReader {
-    /// A consumption error: every one the client returns for a partition it
-    /// reads is one it cannot retry (an offset out of range, a topic gone,
-    /// no authorization); connection trouble goes to [`Reporter`] instead.
+    /// A consumption error the client cannot retry.
     fn fail(&self, e: KafkaError) -> SourceError {
         SourceError::Kafka {
             topic: self.topic.clone(),
@@ -336,6 +367,13 @@ impl ClientContext for Reporter {
     fn log(&self, _: RDKafkaLogLevel, _: &str, _: &str) {}
 
     fn error(&self, error: KafkaError, reason: &str) {
+        use rdkafka::types::RDKafkaErrorCode;
+        if matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        ) {
+            return; // the end of a partition, not trouble
+        }
         let mut last = self.last.lock().expect("reporter poisoned");
         if last.is_some_and(|t| t.elapsed() < REPORT_EVERY) {
             return;
