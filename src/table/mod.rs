@@ -69,7 +69,8 @@
 //! (creating and reading deployments), `owner.rs` (the lock and the lease),
 //! `epoch.rs` (the exactly-once commit),
 //! `swap.rs` (views, swap, drop), `rows.rs` (values in and out of SQLite),
-//! [`diff`] (what changed between two versions).
+//! [`diff`] (what changed between two versions), [`outbox`] (changelog
+//! sinks' messages, written with their epoch).
 
 mod catalog;
 pub mod deployment;
