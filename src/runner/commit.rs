@@ -496,6 +496,7 @@ impl Committer {
             &specs,
         )?;
         self.drain_outbox();
+        self.tell_applied(&log.offsets);
         if let Some(metrics) = &self.metrics {
             metrics.record_epoch(&stats, transaction.elapsed());
             let now = crate::table::now_ms();
@@ -514,6 +515,18 @@ impl Committer {
             self.last_report = now;
         }
         Ok(())
+    }
+
+    /// Tells each input's log where the deployment now stands.
+    fn tell_applied(&self, offsets: &[InputOffset]) {
+        for (topic, log) in &self.topics {
+            let mine: Vec<(u32, u64)> = offsets
+                .iter()
+                .filter(|o| &o.topic == topic)
+                .map(|o| (o.partition, o.next))
+                .collect();
+            log.applied(&mine);
+        }
     }
 
     /// Sends what the outbox holds to each sink and clears what they took.

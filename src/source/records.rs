@@ -36,6 +36,10 @@ pub trait RecordLog: Send + Sync + fmt::Debug {
     fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError>;
     /// Where `partition` starts and ends now.
     fn bounds(&self, partition: u32) -> Result<Bounds, SourceError>;
+    /// Told after each commit where the deployment stands (`partition`,
+    /// next offset): a log with consumer-group dashboards may show it
+    /// there. Informational only: the table store's offsets are the truth.
+    fn applied(&self, _offsets: &[(u32, u64)]) {}
 }
 
 /// Reads one partition in offset order.

@@ -152,6 +152,33 @@ impl RecordLog for KafkaTopic {
         }))
     }
 
+    /// With `group.id` among the client settings, the applied offsets are
+    /// committed to that consumer group too (asynchronously, without joining
+    /// it), for the lag dashboards Kafka users have.
+    fn applied(&self, offsets: &[(u32, u64)]) {
+        if !self.settings.iter().any(|(k, _)| k == "group.id") || offsets.is_empty() {
+            return;
+        }
+        let mut list = TopicPartitionList::new();
+        for &(partition, next) in offsets {
+            let at = Offset::Offset(next as i64);
+            if list
+                .add_partition_offset(&self.url.topic, partition as i32, at)
+                .is_err()
+            {
+                return;
+            }
+        }
+        if let Err(e) = self
+            .meta
+            .commit(&list, rdkafka::consumer::CommitMode::Async)
+        {
+            self.meta
+                .context()
+                .error(e, "committing the applied offsets to the group");
+        }
+    }
+
     fn bounds(&self, partition: u32) -> Result<Bounds, SourceError> {
         // Serves the metadata client's error reports (it reads no messages).
         let _ = self.meta.poll(Duration::ZERO);
