@@ -154,6 +154,18 @@ fn tansu() -> Option<PathBuf> {
     })
 }
 
+/// 100 more events, later than `events`' (for a run that adds to a table).
+fn events_more(rng: &mut Rng) -> Vec<String> {
+    events(rng, 100)
+        .into_iter()
+        .map(|r| {
+            let mut f: Vec<String> = r.split(',').map(str::to_string).collect();
+            f[2] = (f[2].parse::<u64>().unwrap() + 1_000_000).to_string();
+            f.join(",")
+        })
+        .collect()
+}
+
 /// An event row (`user,user_id,ts,page,amount`) as a JSON object.
 fn event_json(row: &str) -> String {
     let f: Vec<&str> = row.split(',').collect();
@@ -325,6 +337,44 @@ fn kafka_stream_with_kills_equals_batch() {
             job.output
         );
     }
+    // Reprocess from the broker's earliest offsets with another aggregate,
+    // swap, verify; then roll back to v1, which catches up from its own offsets.
+    let input = input_url(&broker, "input", "events");
+    let v2 = [
+        "reprocess",
+        "group-by",
+        "-i",
+        &input,
+        "-p",
+        "key=user",
+        "-p",
+        "agg=count,max:ts",
+    ];
+    let text = w.ok(&[&v2[..], &["--until-caught-up", "-q"]].concat());
+    assert!(text.contains("swapped groups to v2"), "{text}");
+    let text = w.ok(&["table", "verify", "groups"]);
+    assert!(text.contains("groups v2: identical ("), "{text}");
+    let text = w.ok(&["table", "rollback", "groups", "--until-caught-up", "-q"]);
+    assert!(text.contains("swapped groups to v1"), "{text}");
+    let text = w.ok(&["table", "verify", "groups"]);
+    assert!(text.contains("groups v1: identical ("), "{text}");
+    // Across two processes (timely's cluster mode), each reading its share
+    // of the partitions: new events are applied once, and verify.
+    let more: Vec<_> = events_more(&mut rng)
+        .iter()
+        .map(|r| (rng.below(3) as i32, None, Some(event_json(r))))
+        .collect();
+    broker.produce("events", &more);
+    let mut args = vec!["cluster", "-n", "2", "--"];
+    let stream = stream_args(&broker, &JOBS[0]);
+    args.extend(stream.iter().map(String::as_str));
+    args.extend(["--until-caught-up", "--workers", "1"]);
+    w.ok(&args);
+    let text = w.ok(&["table", "verify", "groups"]);
+    assert!(
+        text.contains("groups v1: identical (") && text.contains("over the 1300 records"),
+        "{text}"
+    );
     // The lag per partition (high watermark minus applied offset) is in the catalog.
     let status = w.ok(&["table", "status"]);
     assert!(
@@ -510,7 +560,13 @@ fn kafka_errors_name_the_broker_topic_partition_and_offset() {
         !out.status.success() && err.contains("cannot read its metadata"),
         "{err}"
     );
-    // A bad URL is refused before anything is read.
+    // A bad URL is refused before anything is read, naming the input.
+    let bad_time = format!("input=kafka://{}/events?columns=k,v&time=ts", broker.addr());
+    let err = w.fails(&["stream", "count-by", "-i", &bad_time, "-p", "key=k"]);
+    assert!(
+        err.contains("input input: ") && err.contains("time=ts is not one of its columns (k,v)"),
+        "{err}"
+    );
     let err = w.fails(&[
         "stream",
         "count-by",

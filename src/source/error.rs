@@ -114,10 +114,18 @@ pub enum SourceError {
         /// The log's error.
         cause: crate::log::LogError,
     },
-    /// A Kafka topic that cannot be read (or a `kafka://` URL that is wrong).
+    /// An input URL that is wrong (the message names it and says why).
+    #[error("input {input}: {message}")]
+    BadUrl {
+        /// The job input it was given for.
+        input: String,
+        /// What is wrong, and what is expected.
+        message: String,
+    },
+    /// A Kafka topic that cannot be read.
     #[error("kafka topic {topic}: {message}")]
     Kafka {
-        /// The topic (or the URL, when it does not parse).
+        /// The topic.
         topic: String,
         /// What went wrong.
         message: String,

@@ -38,23 +38,27 @@ impl Sources {
         if !kafka::is_kafka(topic) {
             return TopicInput::resolve(&self.log, name, topic);
         }
-        let url = KafkaUrl::parse(topic).map_err(|message| SourceError::Kafka {
-            topic: topic.to_string(),
+        let bad = |message: String| SourceError::BadUrl {
+            input: name.to_string(),
             message,
-        })?;
+        };
+        let url = KafkaUrl::parse(topic).map_err(bad)?;
         let columns = match (&url.columns, declared) {
             (Some(columns), _) => columns.clone(),
             (None, []) => {
-                return Err(SourceError::Kafka {
-                    topic: url.topic.clone(),
-                    message: format!(
-                        "input {name}: the job declares no columns for it; name the message's fields \
-                         in the URL (?columns=a,b,c)"
-                    ),
-                });
+                return Err(bad(format!(
+                    "{topic}: the job declares no columns for it; name the message's fields in the \
+                     URL (?columns=a,b,c)"
+                )));
             }
             (None, declared) => declared.iter().map(|c| c.to_string()).collect(),
         };
+        if let Some(time) = url.time.as_ref().filter(|t| !columns.contains(t)) {
+            return Err(bad(format!(
+                "{topic}: time={time} is not one of its columns ({})",
+                columns.join(",")
+            )));
+        }
         let log = kafka::open(&url, &self.kafka)?;
         Ok(TopicInput {
             topic: topic.to_string(),

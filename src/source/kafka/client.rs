@@ -132,16 +132,16 @@ impl RecordLog for KafkaTopic {
             )
             .and_then(|()| consumer.assign(&assignment))
             .map_err(|e| self.error(format!("partition {partition}: cannot assign it: {e}")))?;
-        let time = self.url.time.as_ref().map(|column| match self.url.format {
-            KafkaFormat::Json => TimeField::Json(column.clone()),
-            KafkaFormat::Csv => {
-                let columns = self.url.columns.as_deref().unwrap_or_default();
-                match columns.iter().position(|c| c == column) {
-                    Some(i) => TimeField::Csv(i),
-                    None => TimeField::Missing,
-                }
-            }
-        });
+        // (Resolving the input checked that the time column is a column.)
+        let columns = self.url.columns.as_deref().unwrap_or_default();
+        let time = self
+            .url
+            .time
+            .as_ref()
+            .and_then(|column| match self.url.format {
+                KafkaFormat::Json => Some(TimeField::Json(column.clone())),
+                KafkaFormat::Csv => columns.iter().position(|c| c == column).map(TimeField::Csv),
+            });
         Ok(Box::new(KafkaReader {
             consumer,
             topic: self.url.topic.clone(),
@@ -225,8 +225,6 @@ enum TimeField {
     Json(String),
     /// A field of the CSV line.
     Csv(usize),
-    /// Not among the columns (the row decoder reports nothing for it).
-    Missing,
 }
 
 impl TimeField {
@@ -244,7 +242,6 @@ impl TimeField {
                 let record = reader.records().next()?.ok()?;
                 crate::time::parse_event_time(record.get(*i)?).ok()
             }
-            TimeField::Missing => None,
         }
     }
 }
