@@ -417,15 +417,18 @@ fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
         "--kafka-config",
         "group.id=dashboards",
     ];
+    // A short socket timeout, so that the paused broker is noticed (and
+    // reported) within the pause.
     let mut stream = w
         .kappa(&args)
+        .args(["--kafka-config", "socket.timeout.ms=1000"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(w.path("stream.err")).unwrap())
         .spawn()
         .unwrap();
     wait_for_commit(&w, "counts");
     broker.signal(libc::SIGSTOP);
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(4));
     broker.signal(libc::SIGCONT);
     broker.produce("events", &batch(500, 500));
     // The stream is still the one started before the outage.
@@ -480,6 +483,13 @@ fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
     // SAFETY: SIGTERM to the stream child this test started.
     unsafe { libc::kill(stream.id() as libc::pid_t, libc::SIGTERM) };
     assert!(stream.wait().unwrap().success());
+    let said = std::fs::read_to_string(w.path("stream.err")).unwrap();
+    assert!(
+        said.contains("kafka topic events: ")
+            && said.contains("the client retries")
+            && said.contains("kafka topic events: reading again"),
+        "the outage and the recovery were not reported:\n{said}"
+    );
     let text = w.ok(&["table", "verify", "counts"]);
     assert!(text.contains(": identical ("), "{text}");
     // A broker that lost the topic's records (restarted empty, the topic

@@ -121,7 +121,8 @@ impl RecordLog for KafkaTopic {
     }
 
     fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError> {
-        let start = self.watermarks(partition, CONNECT_TIMEOUT)?.earliest;
+        let bounds = self.watermarks(partition, CONNECT_TIMEOUT)?;
+        let start = bounds.earliest;
         let consumer = consumer(&self.url, &self.settings, "reader")?;
         let mut assignment = TopicPartitionList::new();
         assignment
@@ -147,6 +148,7 @@ impl RecordLog for KafkaTopic {
             topic: self.url.topic.clone(),
             partition,
             position: start,
+            end_at_open: bounds.end,
             at_end: false,
             time,
         }))
@@ -253,6 +255,10 @@ struct KafkaReader {
     partition: u32,
     /// The next offset to read.
     position: u64,
+    /// The partition's end when the reader opened: a replay waits for
+    /// records below it only (a partition that ends before the offsets it
+    /// is asked for lost them; the runner says so).
+    end_at_open: u64,
     /// The client said the partition's end was reached, and no record came since.
     at_end: bool,
     time: Option<TimeField>,
@@ -266,7 +272,7 @@ impl RecordReader for KafkaReader {
             // Fetching runs in the background: records a replay knows are
             // there may not have arrived yet.
             let awaited = out.is_empty()
-                && until.is_some_and(|u| self.position < u)
+                && until.is_some_and(|u| self.position < u.min(self.end_at_open))
                 && Instant::now() < deadline;
             let wait = if awaited {
                 Duration::from_millis(100)
