@@ -570,6 +570,17 @@ fn kafka_errors_name_the_broker_topic_partition_and_offset() {
         !out.status.success() && err.contains("cannot read its metadata"),
         "{err}"
     );
+    // Sinks: one per output, and a sink URL takes no input options.
+    let sink = |to: &str| format!("counts=kafka://{}/{to}", broker.addr());
+    let (a, b) = (sink("a"), sink("b?columns=k"));
+    let err = w.fails(&[
+        "stream", "count-by", "-i", &url, "-p", "key=k", "--sink", &a, "--sink", &a,
+    ]);
+    assert!(err.contains("--sink counts=... is given twice"), "{err}");
+    let err = w.fails(&[
+        "stream", "count-by", "-i", &url, "-p", "key=k", "--sink", &b,
+    ]);
+    assert!(err.contains("do not apply to a sink"), "{err}");
     // A bad URL is refused before anything is read, naming the input.
     let bad_time = format!("input=kafka://{}/events?columns=k,v&time=ts", broker.addr());
     let err = w.fails(&["stream", "count-by", "-i", &bad_time, "-p", "key=k"]);

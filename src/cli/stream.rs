@@ -267,6 +267,10 @@ pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
         .map(|(output, url)| SinkTarget::new(output, url, sources.kafka.clone()))
         .collect::<Result<Vec<_>, String>>()
         .map_err(anyhow::Error::msg)?;
+    if let Some(twice) = crate::table::ident::first_duplicate(sink.iter().map(|(o, _)| o.as_str()))
+    {
+        anyhow::bail!("--sink {twice}=... is given twice: one changelog sink per output");
+    }
     if !args.options.first_process()? {
         return run_and_report(on_log, None, &args.options, &args.store, None, Vec::new());
     }
