@@ -17,7 +17,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::common::{Rng, World, output_within};
-use crate::stream::{chunks, events, table_csv, users, wait_for_commit};
+use crate::stream::{StreamJob, batch_output, chunks, events, table_csv, users, wait_for_commit};
 
 /// A Tansu broker on a free port, stopped when dropped.
 struct Broker {
@@ -189,15 +189,8 @@ fn partition_of(key: &str, partitions: u32) -> i32 {
         % partitions) as i32
 }
 
-struct KafkaJob {
-    job: &'static str,
-    output: &'static str,
-    inputs: &'static [(&'static str, &'static str)],
-    params: &'static [&'static str],
-}
-
-const JOBS: &[KafkaJob] = &[
-    KafkaJob {
+const JOBS: &[StreamJob] = &[
+    StreamJob {
         job: "group-by",
         output: "groups",
         inputs: &[("input", "events")],
@@ -206,7 +199,7 @@ const JOBS: &[KafkaJob] = &[
             "agg=count,sum:amount,max:ts,count_distinct:page",
         ],
     },
-    KafkaJob {
+    StreamJob {
         job: "join",
         output: "joined",
         inputs: &[("left", "events"), ("right", "users")],
@@ -228,7 +221,7 @@ fn input_url(broker: &Broker, name: &str, topic: &str) -> String {
     }
 }
 
-fn stream_args(broker: &Broker, job: &KafkaJob) -> Vec<String> {
+fn stream_args(broker: &Broker, job: &StreamJob) -> Vec<String> {
     let mut args = vec!["stream".to_string(), job.job.to_string(), "--quiet".into()];
     for (name, topic) in job.inputs {
         args.extend(["-i".to_string(), input_url(broker, name, topic)]);
@@ -308,25 +301,9 @@ fn kafka_stream_with_kills_equals_batch() {
         let mut args = stream_args(&broker, job);
         args.push("--until-caught-up".into());
         w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        let out = w.path(&format!("batch-{}", job.job));
-        let mut run = vec!["run".to_string(), job.job.to_string()];
-        run.extend(["-o".into(), out.display().to_string()]);
-        for (name, topic) in job.inputs {
-            let file = if *topic == "events" {
-                &ev_file
-            } else {
-                &users_file
-            };
-            run.extend(["-i".into(), format!("{name}={file}")]);
-        }
-        for p in job.params {
-            run.extend(["-p".into(), p.to_string()]);
-        }
-        w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
-        let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
         assert_eq!(
             table_csv(&w.path("tables.db"), job.output),
-            batch.replace('"', ""),
+            batch_output(&w, job, &ev_file, &users_file),
             "job {}: the table streamed from Kafka differs from batch",
             job.job
         );

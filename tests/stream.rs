@@ -144,6 +144,25 @@ pub(crate) fn wait_for_commit(w: &World, output: &str) {
     }
 }
 
+/// `kappa run` of `job` over the events and users files: its output CSV,
+/// unquoted (the test's data holds no quotes or commas in fields), as
+/// [`table_csv`] prints a table.
+pub(crate) fn batch_output(w: &World, job: &StreamJob, events: &str, users: &str) -> String {
+    let out = w.path(&format!("batch-{}", job.job));
+    let mut run = vec!["run".to_string(), job.job.to_string()];
+    run.extend(["-o".into(), out.display().to_string()]);
+    for (name, topic) in job.inputs {
+        let file = if *topic == "events" { events } else { users };
+        run.extend(["-i".into(), format!("{name}={file}")]);
+    }
+    for p in job.params {
+        run.extend(["-p".into(), p.to_string()]);
+    }
+    w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+    let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
+    batch.replace('"', "")
+}
+
 pub(crate) fn stream_args(job: &StreamJob) -> Vec<String> {
     let mut args = vec!["stream".to_string(), job.job.to_string(), "--quiet".into()];
     for (name, topic) in job.inputs {
@@ -247,28 +266,7 @@ fn stream_with_kills_equals_batch_for_every_job() {
         let mut args = stream_args(job);
         args.push("--until-caught-up".into());
         w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        // The same job over the same data as files.
-        let out = w.path(&format!("batch-{}", job.job));
-        let mut run = vec![
-            "run".to_string(),
-            job.job.to_string(),
-            "-o".into(),
-            out.display().to_string(),
-        ];
-        for (name, topic) in job.inputs {
-            let file = if *topic == "events" {
-                &ev_file
-            } else {
-                &users_file
-            };
-            run.extend(["-i".into(), format!("{name}={file}")]);
-        }
-        for p in job.params {
-            run.extend(["-p".into(), p.to_string()]);
-        }
-        w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
-        let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
-        let batch = batch.replace('"', ""); // the test's data holds no quotes or commas in fields
+        let batch = batch_output(&w, job, &ev_file, &users_file);
         assert_eq!(
             table_csv(&w.path("tables.db"), job.output),
             batch,

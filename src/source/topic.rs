@@ -24,6 +24,7 @@ use std::sync::Arc;
 use super::late::LateFilter;
 use super::records::{LogTopic, RecordLog, RecordReader};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
+use crate::format::{csv_reader, csv_width};
 use crate::log::rows::{RowFormat, decode_fields, typed};
 use crate::log::{Log, Record};
 use crate::schema::{InputSchema, Projection};
@@ -330,22 +331,8 @@ impl PartitionSource {
         value: &[u8],
         options: &ReadOptions,
     ) -> Result<Row, (Option<usize>, String)> {
-        let mut reader = csv::ReaderBuilder::new()
-            .has_headers(false)
-            .from_reader(value);
-        let mut record = csv::StringRecord::new();
-        match reader.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => return Err((None, "an empty CSV line".into())),
-            Err(e) => return Err((None, format!("bad CSV: {e}"))),
-        }
-        let expected = self.input.schema.columns.len();
-        if record.len() != expected {
-            return Err((
-                None,
-                format!("{} fields, expected {expected}", record.len()),
-            ));
-        }
+        let record = csv_line(value).map_err(|e| (None, e))?;
+        csv_width(self.input.schema.columns.len(), record.len(), false).map_err(|e| (None, e))?;
         let fields: Vec<Option<&str>> = record
             .iter()
             .map(|f| (!f.is_empty()).then_some(f))
@@ -378,6 +365,16 @@ impl PartitionSource {
             row.push(value);
         }
         self.checked(row)
+    }
+}
+
+/// One message holding one CSV line (no header), read as CSV files are.
+pub(crate) fn csv_line(value: &[u8]) -> Result<csv::StringRecord, String> {
+    let mut record = csv::StringRecord::new();
+    match csv_reader(value, value.len() + 1).read_record(&mut record) {
+        Ok(true) => Ok(record),
+        Ok(false) => Err("an empty message".into()),
+        Err(e) => Err(format!("bad CSV: {e}")),
     }
 }
 

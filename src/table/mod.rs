@@ -122,7 +122,24 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The catalog's layout version, in `kappa_meta`.
 const SCHEMA_VERSION: &str = "4";
 
-const CATALOG: &str = "
+/// The sinks' outbox (schema version 4): in the catalog and its migration.
+macro_rules! outbox_table {
+    () => {
+        "
+CREATE TABLE IF NOT EXISTS kappa_outbox (
+    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
+    sink TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT,
+    PRIMARY KEY (deployment, sink, seq)
+);
+"
+    };
+}
+
+const CATALOG: &str = concat!(
+    "
 CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -170,15 +187,9 @@ CREATE TABLE IF NOT EXISTS kappa_offsets (
     last_crc INTEGER,
     PRIMARY KEY (deployment, input, partition)
 );
-CREATE TABLE IF NOT EXISTS kappa_outbox (
-    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
-    sink TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT,
-    PRIMARY KEY (deployment, sink, seq)
+",
+    outbox_table!()
 );
-";
 
 const MIGRATE_1_TO_2: &str = "
 ALTER TABLE kappa_deployments ADD COLUMN late TEXT NOT NULL DEFAULT '[]';
@@ -193,17 +204,10 @@ ALTER TABLE kappa_offsets ADD COLUMN last_crc INTEGER;
 UPDATE kappa_meta SET value = '3' WHERE key = 'schema_version';
 ";
 
-const MIGRATE_3_TO_4: &str = "
-CREATE TABLE kappa_outbox (
-    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
-    sink TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT,
-    PRIMARY KEY (deployment, sink, seq)
+const MIGRATE_3_TO_4: &str = concat!(
+    outbox_table!(),
+    "UPDATE kappa_meta SET value = '4' WHERE key = 'schema_version';"
 );
-UPDATE kappa_meta SET value = '4' WHERE key = 'schema_version';
-";
 
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
 /// per thread or process.

@@ -238,10 +238,7 @@ impl TimeField {
                 crate::time::event_time_from_json(object.get(column)?).ok()
             }
             TimeField::Csv(i) => {
-                let mut reader = csv::ReaderBuilder::new()
-                    .has_headers(false)
-                    .from_reader(value);
-                let record = reader.records().next()?.ok()?;
+                let record = crate::source::topic::csv_line(value).ok()?;
                 crate::time::parse_event_time(record.get(*i)?).ok()
             }
         }
