@@ -571,7 +571,7 @@ impl Committer {
         let mut lag = Vec::new();
         for (topic, log) in &self.topics {
             for partition in 0..log.partitions() {
-                let Ok(bounds) = log.bounds(partition) else {
+                let Some(bounds) = log.bounds_for_lag(partition) else {
                     continue;
                 };
                 let at = self

@@ -34,8 +34,16 @@ pub trait RecordLog: Send + Sync + fmt::Debug {
     fn partitions(&self) -> u32;
     /// A reader of `partition` from its earliest retained offset.
     fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError>;
-    /// Where `partition` starts and ends now.
+    /// Where `partition` starts and ends now. Decisions rest on it (a
+    /// replay's retention check, a resume's lost-data check), so a remote log
+    /// waits for the answer as long as it waits to connect.
     fn bounds(&self, partition: u32) -> Result<Bounds, SourceError>;
+    /// [`RecordLog::bounds`] for metrics (lag): none rather than a wait when
+    /// the log does not answer promptly, so an outage does not hold up the
+    /// committer that asks after every epoch.
+    fn bounds_for_lag(&self, partition: u32) -> Option<Bounds> {
+        self.bounds(partition).ok()
+    }
     /// Told after each commit where the deployment stands (`partition`,
     /// next offset): a log with consumer-group dashboards may show it
     /// there. Informational only: the table store's offsets are the truth.

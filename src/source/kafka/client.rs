@@ -25,11 +25,12 @@ use crate::log::Record;
 use crate::source::SourceError;
 use crate::source::records::{Bounds, RecordLog, RecordReader};
 
-/// Longest wait for the brokers at start (metadata, the first watermarks).
+/// Longest wait for the brokers: metadata at start, and watermarks a
+/// decision rests on ([`RecordLog::bounds`]).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Longest wait for a partition's watermarks once running (for lag): short,
-/// so that an outage does not hold the committer up for long.
+/// Longest wait for a partition's watermarks for the lag metric: short, so
+/// that an outage does not hold the committer up for long.
 const WATERMARK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest wait for records a replay knows are there (see
@@ -184,7 +185,12 @@ impl RecordLog for KafkaTopic {
     fn bounds(&self, partition: u32) -> Result<Bounds, SourceError> {
         // Serves the metadata client's error reports (it reads no messages).
         let _ = self.meta.poll(Duration::ZERO);
-        self.watermarks(partition, WATERMARK_TIMEOUT)
+        self.watermarks(partition, CONNECT_TIMEOUT)
+    }
+
+    fn bounds_for_lag(&self, partition: u32) -> Option<Bounds> {
+        let _ = self.meta.poll(Duration::ZERO);
+        self.watermarks(partition, WATERMARK_TIMEOUT).ok()
     }
 }
 
