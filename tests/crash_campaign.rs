@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kappa::table::{DeploymentState, TableStore};
+use kappa::table::{DeploymentState, SqliteStore, TableStore};
 
 use crate::common::{Rng, World};
 
@@ -74,7 +74,7 @@ const V2: &[&str] = &[
 
 /// The job of `t`'s live version (V1 before any deployment).
 fn live_job(db: &std::path::Path) -> &'static [&'static str] {
-    let live = TableStore::open_existing(db)
+    let live = SqliteStore::open_existing(db)
         .ok()
         .and_then(|store| store.find_by_output("t", None).ok());
     match live {
@@ -270,7 +270,7 @@ fn sigkills_everywhere_lose_nothing_and_count_nothing_twice() {
         "acknowledged records missing from the log: {lost:?}"
     );
     // Every version equals its recomputation.
-    let store = TableStore::open(&db).unwrap();
+    let store = SqliteStore::open(&db).unwrap();
     let versions: Vec<u32> = store
         .deployments_of("t")
         .unwrap()

@@ -629,7 +629,8 @@ fn read_upserts(broker: &Broker, topic: &str) -> std::collections::BTreeMap<Stri
 
 /// The live table of `output` as the JSON objects its sink sends.
 fn table_as_json(w: &World, output: &str) -> Vec<String> {
-    let store = kappa::table::TableStore::open(&w.path("tables.db")).unwrap();
+    use kappa::table::TableStore;
+    let store = kappa::table::SqliteStore::open(&w.path("tables.db")).unwrap();
     let d = store.find_by_output(output, None).unwrap();
     let i = d.output_index(output).unwrap();
     let schema = &d.outputs[i];

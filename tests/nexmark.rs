@@ -4,7 +4,7 @@
 //! topics (in many small epochs, so that windows, maxima and winners are
 //! revised while they stream in), and `kappa table verify` agrees.
 
-use kappa::table::TableStore;
+use kappa::table::{SqliteStore, TableStore};
 
 use crate::common::World;
 
@@ -39,7 +39,7 @@ fn batch_rows(path: &std::path::Path) -> Vec<Vec<String>> {
 
 /// Rows of the live table of `output`, repeated by multiplicity, as sorted text fields.
 fn table_rows(db: &std::path::Path, output: &str) -> Vec<Vec<String>> {
-    let store = TableStore::open(db).unwrap();
+    let store = SqliteStore::open(db).unwrap();
     let d = store.find_by_output(output, None).unwrap();
     let index = d.output_index(output).unwrap();
     let mut rows = Vec::new();

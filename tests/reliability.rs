@@ -69,9 +69,10 @@ fn wait_for_lock(w: &World) -> PathBuf {
 
 /// Waits (bounded) until deployment 1 has committed at least one epoch.
 fn wait_for_epoch(db: &Path) {
+    use kappa::table::TableStore;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let committed = kappa::table::TableStore::open_existing(db)
+        let committed = kappa::table::SqliteStore::open_existing(db)
             .is_ok_and(|store| store.deployment(1).is_ok_and(|d| d.progress.epochs > 0));
         if committed {
             return;

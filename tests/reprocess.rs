@@ -8,7 +8,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use kappa::table::{DeploymentState, TableStore};
+use kappa::table::{DeploymentState, SqliteStore, TableStore};
 
 use crate::common::World;
 
@@ -54,7 +54,7 @@ impl World {
         String::from_utf8(out.stdout).unwrap()
     }
     fn states(&self) -> Vec<(u32, DeploymentState)> {
-        let store = TableStore::open(&self.path("tables.db")).unwrap();
+        let store = SqliteStore::open(&self.path("tables.db")).unwrap();
         let mut v: Vec<_> = store
             .deployments_of("sessions")
             .unwrap()

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kappa::table::TableStore;
+use kappa::table::{SqliteStore, TableStore};
 use kappa::value::Value;
 
 use crate::common::{Rng, World};
@@ -66,7 +66,7 @@ pub(crate) fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec
 
 /// The live table of `output`, as sorted CSV lines (a row repeated by its multiplicity).
 pub(crate) fn table_csv(db: &Path, output: &str) -> String {
-    let store = TableStore::open(db).unwrap();
+    let store = SqliteStore::open(db).unwrap();
     let d = store.find_by_output(output, None).unwrap();
     let index = d.output_index(output).unwrap();
     let rows = store.read_rows(&d.table(index)).unwrap();
@@ -126,7 +126,7 @@ pub(crate) const JOBS: &[StreamJob] = &[
 pub(crate) fn wait_for_commit(w: &World, output: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let committed = TableStore::open_existing(&w.path("tables.db")).is_ok_and(|store| {
+        let committed = SqliteStore::open_existing(&w.path("tables.db")).is_ok_and(|store| {
             store.find_by_output(output, None).is_ok_and(|d| {
                 store
                     .offsets(d.id)
@@ -248,7 +248,7 @@ fn stream_with_kills_equals_batch_for_every_job() {
     assert!(kills >= 12);
     // The kills must have hit running streams after some commits, or the
     // resume path would go untested.
-    let store = TableStore::open(&w.path("tables.db")).unwrap();
+    let store = SqliteStore::open(&w.path("tables.db")).unwrap();
     let resumed = JOBS
         .iter()
         .filter(|job| {

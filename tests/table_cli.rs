@@ -6,7 +6,8 @@ use std::process::{Command, Output};
 
 use kappa::schema::OutputSchema;
 use kappa::table::{
-    DeploymentState, EpochStats, InputOffset, NewDeployment, PartitionLag, TableStore, TableVersion,
+    DeploymentState, EpochStats, InputOffset, NewDeployment, PartitionLag, SqliteStore, TableStore,
+    TableVersion,
 };
 use kappa::value::{Row, Value};
 
@@ -79,7 +80,7 @@ fn pv(page: Value, views: i64) -> (Row, isize) {
 fn fixture() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("data/tables.db");
-    let mut store = TableStore::open(&db).unwrap();
+    let mut store = SqliteStore::open(&db).unwrap();
     let pageviews = || schema("pageviews", &["page", "views"], &[0]);
     let v1 = store
         .create_deployment(&deployment(vec![pageviews()], "30m", DeploymentState::Live))
@@ -287,7 +288,7 @@ fn swap_and_drop_versions() {
             "page-views v2"
         ]
     );
-    let store = TableStore::open(&db).unwrap();
+    let store = SqliteStore::open(&db).unwrap();
     assert_eq!(
         store.find_by_output("pageviews", None).unwrap().version,
         TableVersion(2)

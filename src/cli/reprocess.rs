@@ -2,8 +2,6 @@
 //! live one, and swap the views when it has caught up; and the rollback
 //! that runs the same path backwards (`kappa table rollback`).
 
-use std::path::Path;
-
 use anyhow::Context;
 use clap::Args;
 
@@ -12,7 +10,7 @@ use super::stream::{JobOnLogArgs, StoreArgs, StreamOptions, plan_on_log, run_and
 use crate::engine::OnLog;
 use crate::registry::Registry;
 use crate::runner::stream::{CatchUp, SwapPolicy};
-use crate::table::{SwapRule, TableStore};
+use crate::table::{StoreAddr, SwapRule};
 
 /// When and how a building version goes live.
 #[derive(Debug, Args)]
@@ -83,7 +81,7 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
     }
     let mut store = args.job.store.open_store()?;
     let outputs = on_log.output_names().join(",");
-    let started = on_log.start_building(&mut store, args.from_earliest_available)?;
+    let started = on_log.start_building(&mut *store, args.from_earliest_available)?;
     let version = started.deployment.version;
     match started.created {
         true => eprintln!("kappa reprocess: building {outputs} {version} beside the live version"),
@@ -120,18 +118,22 @@ pub struct RollbackArgs {
 
 /// Resumes the previous version of `NAME` from its own offsets, lets it
 /// catch up with what arrived since it was retired, and swaps it back in.
-pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> anyhow::Result<()> {
+pub fn rollback(
+    registry: &Registry,
+    args: RollbackArgs,
+    table_db: &StoreAddr,
+) -> anyhow::Result<()> {
     let paths = StoreArgs {
         sources: args.sources,
-        table_db: table_db.to_path_buf(),
+        table_db: table_db.clone(),
     };
     let catch_up = args.swap.catch_up(&args.options)?;
     if !args.options.first_process()? {
         // The catalog is read for the version's job and parameters, never written.
         let sources = paths.sources.open()?;
-        let store = TableStore::open_existing(table_db)
+        let store = crate::table::open_existing(table_db)
             .with_context(|| format!("cannot read table store {}", table_db.display()))?;
-        let on_log = OnLog::rollback_plan(registry, &store, &sources, &args.name, args.version)?;
+        let on_log = OnLog::rollback_plan(registry, &*store, &sources, &args.name, args.version)?;
         drop(store);
         return run_and_report(
             on_log,
@@ -144,7 +146,7 @@ pub fn rollback(registry: &Registry, args: RollbackArgs, table_db: &Path) -> any
     }
     let (sources, mut store) = paths.open()?;
     let (on_log, started) =
-        OnLog::start_rollback(registry, &mut store, &sources, &args.name, args.version)?;
+        OnLog::start_rollback(registry, &mut *store, &sources, &args.name, args.version)?;
     eprintln!(
         "kappa table rollback: resuming {} {} from its committed offsets; it goes live once caught up",
         args.name, started.deployment.version

@@ -21,7 +21,7 @@ use crate::runner::stream::{CatchUp, EpochConfig};
 use crate::sink::changelog::SinkTarget;
 use crate::source::inputs::Sources;
 use crate::status::StatusServer;
-use crate::table::TableStore;
+use crate::table::{StoreAddr, TableStore};
 
 /// The log directory flag (shared by every command that reads the log).
 #[derive(Debug, Args)]
@@ -48,7 +48,7 @@ pub struct StoreArgs {
         env = "KAPPA_TABLE_DB",
         default_value = "kappa-data/tables.db"
     )]
-    pub table_db: PathBuf,
+    pub table_db: StoreAddr,
 }
 
 /// Arguments shared by `stream` and `reprocess`.
@@ -106,14 +106,14 @@ pub struct StreamOptions {
 
 impl StoreArgs {
     /// Opens the log and the table store.
-    pub fn open(&self) -> anyhow::Result<(Sources, TableStore)> {
+    pub fn open(&self) -> anyhow::Result<(Sources, Box<dyn TableStore>)> {
         Ok((self.sources.open()?, self.open_store()?))
     }
 
     /// Opens the table store, creating it if missing: only once the job is
     /// planned, so that a command refused for its inputs leaves no store.
-    pub fn open_store(&self) -> anyhow::Result<TableStore> {
-        TableStore::open(&self.table_db)
+    pub fn open_store(&self) -> anyhow::Result<Box<dyn TableStore>> {
+        crate::table::open(&self.table_db)
             .with_context(|| format!("cannot open table store {}", self.table_db.display()))
     }
 }
@@ -244,12 +244,12 @@ pub fn run_and_report(
 /// Starts the metrics and status page server on `addr` and says where.
 pub fn serve_status(
     addr: &str,
-    table_db: &std::path::Path,
+    table_db: &StoreAddr,
     metrics: Option<Arc<StreamMetrics>>,
 ) -> anyhow::Result<StatusServer> {
     let addr = crate::status::parse_addr(addr)?;
     let with_metrics = metrics.is_some();
-    let server = StatusServer::start(addr, table_db.to_path_buf(), metrics)?;
+    let server = StatusServer::start(addr, table_db.clone(), metrics)?;
     let at = server.addr();
     match with_metrics {
         true => eprintln!("kappa: status page on http://{at}/, metrics on http://{at}/metrics"),
@@ -276,11 +276,11 @@ pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
     }
     // A store this command creates is removed again if it fails before
     // anything is committed to it.
-    let fresh = !args.store.table_db.exists();
+    let fresh = args.store.table_db.path().is_some_and(|p| !p.exists());
     let result = open_and_stream(&args, on_log, sinks);
     if result.is_err()
         && fresh
-        && let Ok(store) = TableStore::open_existing(&args.store.table_db)
+        && let Ok(store) = crate::table::open_existing(&args.store.table_db)
     {
         let _ = store.remove_if_empty();
     }
@@ -294,7 +294,7 @@ fn open_and_stream(
 ) -> anyhow::Result<()> {
     let mut store = args.store.open_store()?;
     let outputs = on_log.output_names().join(",");
-    let started = on_log.start_live(&mut store)?;
+    let started = on_log.start_live(&mut *store)?;
     let version = started.deployment.version;
     match started.created {
         true => eprintln!("kappa stream: created {outputs} {version}"),

@@ -9,13 +9,13 @@
 //! with a header with `--csv`; remarks (which version `show` printed, how
 //! many rows it left out) go to stderr, so the CSV can be piped on.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::registry::Registry;
-use crate::table::{Change, Deployment, DeploymentState, TableError, TableStore, TableVersion};
+use crate::table::{
+    Change, Deployment, DeploymentState, StoreAddr, TableError, TableStore, TableVersion,
+};
 use crate::time::{format_duration, format_unix_ms};
 use crate::value::Value;
 
@@ -29,7 +29,7 @@ pub struct TableArgs {
         env = "KAPPA_TABLE_DB",
         default_value = crate::table::DEFAULT_PATH
     )]
-    table_db: PathBuf,
+    table_db: StoreAddr,
     /// Print CSV with a header instead of aligned text.
     #[arg(long, global = true)]
     csv: bool,
@@ -115,25 +115,25 @@ pub fn run(registry: &Registry, args: TableArgs) -> anyhow::Result<()> {
         TableCommand::Verify(a) => return super::verify::verify(registry, a, path),
         _ => {}
     }
-    let mut store = TableStore::open_existing(path).map_err(|e| match e {
+    let mut store = crate::table::open_existing(path).map_err(|e| match e {
         TableError::StoreNotFound { .. } => anyhow::Error::new(e),
         e => {
             anyhow::Error::new(e).context(format!("cannot open the table store {}", path.display()))
         }
     })?;
     match args.command {
-        TableCommand::List => out!("{}", list(&store)?.render(args.csv))?,
-        TableCommand::Show(a) => out!("{}", show(&store, &a, args.csv)?.render(args.csv))?,
-        TableCommand::Status => out!("{}", status(&store)?.render(args.csv))?,
-        TableCommand::Swap(a) => swap(&mut store, &a)?,
-        TableCommand::Diff(a) => out!("{}", diff(&store, &a, args.csv)?.render(args.csv))?,
-        TableCommand::Drop(a) => drop_version(&mut store, &a)?,
+        TableCommand::List => out!("{}", list(&*store)?.render(args.csv))?,
+        TableCommand::Show(a) => out!("{}", show(&*store, &a, args.csv)?.render(args.csv))?,
+        TableCommand::Status => out!("{}", status(&*store)?.render(args.csv))?,
+        TableCommand::Swap(a) => swap(&mut *store, &a)?,
+        TableCommand::Diff(a) => out!("{}", diff(&*store, &a, args.csv)?.render(args.csv))?,
+        TableCommand::Drop(a) => drop_version(&mut *store, &a)?,
         TableCommand::Rollback(_) | TableCommand::Verify(_) => unreachable!("handled above"),
     }
     Ok(())
 }
 
-fn list(store: &TableStore) -> anyhow::Result<Grid> {
+fn list(store: &dyn TableStore) -> anyhow::Result<Grid> {
     let deployments = store.deployments().context("cannot read the catalog")?;
     let mut names: Vec<&str> = Vec::new();
     for o in deployments.iter().flat_map(|d| &d.outputs) {
@@ -181,7 +181,7 @@ fn list(store: &TableStore) -> anyhow::Result<Grid> {
     Ok(grid)
 }
 
-fn show(store: &TableStore, a: &ShowArgs, csv: bool) -> anyhow::Result<Grid> {
+fn show(store: &dyn TableStore, a: &ShowArgs, csv: bool) -> anyhow::Result<Grid> {
     let d = store.find_by_output(&a.name, a.version.map(|v| v.0))?;
     let index = d.output_index(&a.name).expect("found by this output");
     let page = store.read_page(&d.table(index), a.limit)?;
@@ -216,7 +216,7 @@ fn show(store: &TableStore, a: &ShowArgs, csv: bool) -> anyhow::Result<Grid> {
     Ok(grid)
 }
 
-fn status(store: &TableStore) -> anyhow::Result<Grid> {
+fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
     let deployments = store.deployments().context("cannot read the catalog")?;
     let mut grid = Grid::new(&[
         "id",
@@ -266,7 +266,7 @@ fn status(store: &TableStore) -> anyhow::Result<Grid> {
     Ok(grid)
 }
 
-fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
+fn swap(store: &mut dyn TableStore, a: &VersionArgs) -> anyhow::Result<()> {
     let d = store.find_by_output(&a.name, Some(a.version.0))?;
     let retired = store
         .swap(d.id)
@@ -291,7 +291,7 @@ fn swap(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
 
 /// The diff's rows as a grid (`change`, `version`, the columns); its
 /// counts on stdout before the grid, or on stderr under `--csv`.
-fn diff(store: &TableStore, a: &DiffArgs, csv: bool) -> anyhow::Result<Grid> {
+fn diff(store: &dyn TableStore, a: &DiffArgs, csv: bool) -> anyhow::Result<Grid> {
     let (from, to) = diff_versions(store, a)?;
     let d = store.diff(&a.name, from, to, a.limit)?;
     let c = &d.counts;
@@ -348,7 +348,7 @@ fn diff(store: &TableStore, a: &DiffArgs, csv: bool) -> anyhow::Result<Grid> {
 
 /// `--from` or the live version; `--to` or the newest other version that
 /// still has its tables.
-fn diff_versions(store: &TableStore, a: &DiffArgs) -> anyhow::Result<(u32, u32)> {
+fn diff_versions(store: &dyn TableStore, a: &DiffArgs) -> anyhow::Result<(u32, u32)> {
     let from = match a.from {
         Some(v) => v.0,
         None => store.find_by_output(&a.name, None)?.version.0,
@@ -371,7 +371,7 @@ fn diff_versions(store: &TableStore, a: &DiffArgs) -> anyhow::Result<(u32, u32)>
     Ok((from, to))
 }
 
-fn drop_version(store: &mut TableStore, a: &VersionArgs) -> anyhow::Result<()> {
+fn drop_version(store: &mut dyn TableStore, a: &VersionArgs) -> anyhow::Result<()> {
     let d = store.find_by_output(&a.name, Some(a.version.0))?;
     store.drop_deployment(d.id).with_context(|| {
         format!(

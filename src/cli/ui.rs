@@ -3,7 +3,6 @@
 //! `reprocess` serves the same page, and its metrics, with
 //! `--metrics-addr`). Runs until SIGINT or SIGTERM.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -11,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use crate::table::TableStore;
+use crate::table::StoreAddr;
 
 #[derive(Debug, Args)]
 pub struct UiArgs {
@@ -22,7 +21,7 @@ pub struct UiArgs {
         env = "KAPPA_TABLE_DB",
         default_value = crate::table::DEFAULT_PATH
     )]
-    table_db: PathBuf,
+    table_db: StoreAddr,
     /// Where to serve the page: HOST:PORT, or :PORT for 127.0.0.1.
     #[arg(long, value_name = "ADDR", default_value = ":9187")]
     addr: String,
@@ -30,7 +29,7 @@ pub struct UiArgs {
 
 pub fn run(args: UiArgs) -> anyhow::Result<()> {
     // Refuse a path with no store at once, rather than serve an error page.
-    drop(TableStore::open_existing(&args.table_db)?);
+    drop(crate::table::open_existing(&args.table_db)?);
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())

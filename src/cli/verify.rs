@@ -3,7 +3,6 @@
 //! across processes with the cluster flags (process 0 compares).
 
 use crate::english::count;
-use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -14,7 +13,7 @@ use super::workers::WorkerArgs;
 use crate::engine;
 use crate::registry::Registry;
 use crate::runner::verify::OutputCheck;
-use crate::table::{TableStore, TableVersion};
+use crate::table::{StoreAddr, TableVersion};
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -35,9 +34,9 @@ pub struct VerifyArgs {
     pub workers: WorkerArgs,
 }
 
-pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow::Result<()> {
+pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> anyhow::Result<()> {
     let sources = args.sources.open()?;
-    let store = TableStore::open_existing(table_db)
+    let store = crate::table::open_existing(table_db)
         .with_context(|| format!("cannot read table store {}", table_db.display()))?;
     let workers = args.workers.config()?;
     if !workers.is_first_process() {
@@ -49,7 +48,7 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &Path) -> anyhow:
     let options = args.on_bad_row.read_options(args.null.clone());
     let check = engine::verify(
         registry,
-        &store,
+        &*store,
         &sources,
         &args.name,
         args.version,

@@ -8,7 +8,6 @@
 //! and inputs that created it ([`OnLog::matches`]), and only while holding
 //! its lock ([`Started`]).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -22,7 +21,7 @@ use crate::source::ReadOptions;
 use crate::source::inputs::Sources;
 use crate::source::topic::TopicInput;
 use crate::table::{
-    Deployment, DeploymentLock, DeploymentState, NewDeployment, TableError, TableStore,
+    Deployment, DeploymentLock, DeploymentState, NewDeployment, StoreAddr, TableError, TableStore,
     TableVersion,
 };
 
@@ -56,7 +55,7 @@ pub struct Started {
 #[derive(Clone, Debug)]
 pub struct StreamSettings {
     /// The table store.
-    pub table_db: PathBuf,
+    pub table_db: StoreAddr,
     /// The workers to run on.
     pub workers: WorkerConfig,
     /// How fields are read: the null marker and the bad-record policy.
@@ -79,7 +78,7 @@ pub struct StreamSettings {
 impl StreamSettings {
     /// Defaults for a table store: a worker per core, epochs of at most
     /// 100 ms, bad records fail the run, runs until stopped.
-    pub fn new(table_db: impl Into<PathBuf>) -> StreamSettings {
+    pub fn new(table_db: impl Into<StoreAddr>) -> StreamSettings {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         StreamSettings {
             table_db: table_db.into(),
@@ -201,7 +200,7 @@ impl OnLog {
     /// starting at once may both find none: the second's creation is
     /// refused, and it resumes the first's deployment (whose lock then
     /// tells it that another process drives it).
-    pub fn start_live(&self, store: &mut TableStore) -> Result<Started, EngineError> {
+    pub fn start_live(&self, store: &mut dyn TableStore) -> Result<Started, EngineError> {
         let outputs = self.output_names();
         let name = self.job.spec().name;
         let (deployment, created) = match store.live_for_job(name, &outputs)? {
@@ -229,7 +228,7 @@ impl OnLog {
     /// retention must not have deleted unless `from_earliest_available`).
     pub fn start_building(
         &self,
-        store: &mut TableStore,
+        store: &mut dyn TableStore,
         from_earliest_available: bool,
     ) -> Result<Started, EngineError> {
         let outputs = self.output_names();
@@ -267,7 +266,7 @@ impl OnLog {
     /// to catch up and go live again.
     pub fn start_rollback(
         registry: &Registry,
-        store: &mut TableStore,
+        store: &mut dyn TableStore,
         sources: &Sources,
         output: &str,
         version: Option<TableVersion>,
@@ -296,7 +295,7 @@ impl OnLog {
     /// refuses the run if they found different jobs.
     pub fn rollback_plan(
         registry: &Registry,
-        store: &TableStore,
+        store: &dyn TableStore,
         sources: &Sources,
         output: &str,
         version: Option<TableVersion>,
@@ -400,11 +399,11 @@ impl OnLog {
 impl Started {
     /// Takes `deployment`'s lock.
     fn claim(
-        store: &TableStore,
+        store: &dyn TableStore,
         deployment: Deployment,
         created: bool,
     ) -> Result<Started, EngineError> {
-        let lock = DeploymentLock::acquire(store.path(), &deployment)?;
+        let lock = store.lock(&deployment)?;
         Ok(Started {
             deployment,
             created,
@@ -439,7 +438,7 @@ fn check_retention(inputs: &[TopicInput], allowed: bool) -> Result<(), EngineErr
 /// The retired version of `output` that was live most recently (the one the
 /// live version replaced), whatever its number.
 fn previous_version(
-    store: &TableStore,
+    store: &dyn TableStore,
     output: &str,
     live: &Deployment,
 ) -> Result<Deployment, EngineError> {

@@ -37,7 +37,7 @@ impl Verification {
 /// version, and recompute their share (`None`).
 pub fn verify(
     registry: &Registry,
-    store: &TableStore,
+    store: &dyn TableStore,
     sources: &Sources,
     output: &str,
     version: Option<TableVersion>,

@@ -123,7 +123,7 @@ pub struct Committer {
     catch_up: Option<CatchUp>,
     /// Last time the deployment's state was checked while idle.
     last_state_check: Instant,
-    store: TableStore,
+    store: Box<dyn TableStore>,
     /// This process's ownership of the deployment (checked by every write).
     lease: Lease,
     /// Each input topic's log (for lag), by the topic's name in the offsets.
@@ -161,7 +161,7 @@ pub struct Committer {
 /// The committer's fixed parts.
 pub struct CommitterSetup {
     /// The table store, open for writing.
-    pub store: TableStore,
+    pub store: Box<dyn TableStore>,
     /// This process's ownership of the deployment.
     pub lease: Lease,
     /// Each input topic's log (for lag), by the topic's name in the offsets.

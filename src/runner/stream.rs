@@ -55,9 +55,7 @@ use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
 use crate::sink::changelog::SinkTarget;
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
-use crate::table::{
-    DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, TableStore, this_process,
-};
+use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, this_process};
 use crate::value::Row;
 
 /// How much larger than `max_records` an epoch may grow while far behind.
@@ -89,7 +87,7 @@ pub struct StreamRun {
     /// Inputs in the job's spec order, each with the log it is read from.
     pub inputs: Vec<TopicInput>,
     /// The table store file the deployment's tables and offsets are in.
-    pub table_db: std::path::PathBuf,
+    pub table_db: crate::table::StoreAddr,
     /// The deployment to drive, and this process's lock on it: on the
     /// first process only (the others never open the table store).
     pub claim: Option<Claim>,
@@ -319,7 +317,7 @@ impl StreamRun {
         let created = shared.run.claim.as_ref().is_some_and(|c| c.created);
         if let (Err(_), true, Some(lease), Some(state)) = (&result, created, shared.lease, state) {
             // Best effort: the run's own error is the one to report.
-            let _ = TableStore::open(&shared.run.table_db)
+            let _ = crate::table::open(&shared.run.table_db)
                 .and_then(|mut store| store.abandon_unused(&lease, state));
         }
         result
@@ -329,10 +327,10 @@ impl StreamRun {
 /// Takes the deployment over before reading where it stands: no commit of
 /// an earlier owner can land after this.
 fn take_over(
-    table_db: &std::path::Path,
+    table_db: &crate::table::StoreAddr,
     id: i64,
 ) -> Result<(Lease, Start, DeploymentState), RunError> {
-    let mut store = TableStore::open(table_db)?;
+    let mut store = crate::table::open(table_db)?;
     let lease = store.take_over(id, &this_process())?;
     let d = store.deployment(id)?;
     let start = Start {
@@ -1031,7 +1029,7 @@ impl Shared {
             .map(|((input, partition), at)| ((self.run.inputs[input].topic.clone(), partition), at))
             .collect();
         Ok(Committer::new(CommitterSetup {
-            store: TableStore::open(&self.run.table_db)?,
+            store: crate::table::open(&self.run.table_db)?,
             lease,
             topics: self
                 .run

@@ -19,7 +19,7 @@ mod history;
 pub mod page;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -28,7 +28,7 @@ use std::time::Duration;
 pub use history::{History, Sample};
 
 use crate::metrics::StreamMetrics;
-use crate::table::TableStore;
+use crate::table::StoreAddr;
 
 /// How often the sampler reads the catalog for the charts.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -72,7 +72,7 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, StatusError> {
 
 /// What the server shows.
 struct Shared {
-    table_db: PathBuf,
+    table_db: StoreAddr,
     metrics: Option<Arc<StreamMetrics>>,
     history: Mutex<History>,
     stop: AtomicBool,
@@ -90,7 +90,7 @@ impl StatusServer {
     /// Serves the store at `table_db` (and `metrics`, when a job runs) on `addr`.
     pub fn start(
         addr: SocketAddr,
-        table_db: PathBuf,
+        table_db: StoreAddr,
         metrics: Option<Arc<StreamMetrics>>,
     ) -> Result<StatusServer, StatusError> {
         let server = tiny_http::Server::http(addr).map_err(|e| StatusError::Bind {
@@ -193,7 +193,7 @@ fn respond(url: &str, shared: &Shared) -> (u16, &'static str, String) {
 }
 
 fn read_catalog(shared: &Shared) -> Result<Vec<crate::table::Deployment>, String> {
-    let store = TableStore::open_existing(&shared.table_db).map_err(|e| e.to_string())?;
+    let store = crate::table::open_existing(&shared.table_db).map_err(|e| e.to_string())?;
     store.deployments().map_err(|e| e.to_string())
 }
 

@@ -7,7 +7,6 @@
 //! `.state`, `.lag`) so that tests and scrapers can read it.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use super::history::{History, KEEP_MS, Sample};
 use crate::table::{Deployment, DeploymentState};
@@ -24,7 +23,7 @@ svg{background:#fafafa;border:1px solid #ddd;display:block;margin-top:.3em}";
 
 /// The page for the deployments of the store at `table_db`.
 pub fn render(
-    table_db: &Path,
+    table_db: &crate::table::StoreAddr,
     metrics: bool,
     deployments: &[Deployment],
     history: &History,
@@ -45,7 +44,7 @@ pub fn render(
 }
 
 /// The page when the catalog cannot be read (no store yet, a broken file).
-pub fn unavailable(table_db: &Path, metrics: bool, error: &str) -> String {
+pub fn unavailable(table_db: &crate::table::StoreAddr, metrics: bool, error: &str) -> String {
     let mut html = head(table_db, metrics);
     let _ = writeln!(
         html,
@@ -56,7 +55,7 @@ pub fn unavailable(table_db: &Path, metrics: bool, error: &str) -> String {
     html
 }
 
-fn head(table_db: &Path, metrics: bool) -> String {
+fn head(table_db: &crate::table::StoreAddr, metrics: bool) -> String {
     let now = format_unix_ms(Some(crate::table::now_ms()));
     let link = match metrics {
         true => " &middot; <a href=\"/metrics\">metrics</a>",
@@ -280,7 +279,7 @@ mod tests {
         };
         let mut history = History::default();
         history.record(crate::table::now_ms(), std::slice::from_ref(&d));
-        let html = render(Path::new("t.db"), false, &[d], &history);
+        let html = render(&"t.db".parse().unwrap(), false, &[d], &history);
         assert!(!html.contains("<script>"), "{html}");
         assert!(
             html.contains("&lt;script&gt; v1<br><small>k=a&amp;b</small>"),

@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::schema::OutputSchema;
+use crate::value::Row;
 
 use super::ident;
 
@@ -319,6 +320,40 @@ impl Deployment {
 /// equal rows may occur more than once and the view shows `kappa_count`.
 pub fn is_bag(schema: &OutputSchema) -> bool {
     !schema.columns.is_empty() && (0..schema.columns.len()).all(|i| schema.key.contains(&i))
+}
+
+/// Where a deployment stands on one input partition.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputOffset {
+    /// The job input's name.
+    pub input: String,
+    /// The log topic the input is bound to.
+    pub topic: String,
+    /// The partition of that topic.
+    pub partition: u32,
+    /// The next offset to read: everything below it is applied.
+    pub next: u64,
+    /// The last applied record: its offset and its checksum
+    /// ([`crate::log::Record::fingerprint`]). On resume the log must still
+    /// hold that very record, or it lost or rewrote what was applied.
+    pub last: Option<(u64, u32)>,
+}
+
+/// The first rows of a version table, for display.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TablePage {
+    /// The version table read (`OUTPUT__vN`).
+    pub table: String,
+    /// Its column names, in schema order.
+    pub columns: Vec<String>,
+    /// Whether the output is a bag (its view shows `kappa_count`).
+    pub bag: bool,
+    /// Rows in order, each with its multiplicity.
+    pub rows: Vec<(Row, isize)>,
+    /// Distinct rows in the whole table.
+    pub distinct: u64,
+    /// Rows counted with their multiplicities.
+    pub total: u64,
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@ use std::fmt;
 
 use crate::value::Row;
 
-use super::{TableError, TableStore};
+use super::TableError;
+use crate::schema::OutputSchema;
 
 /// One key's rows with their multiplicities.
 pub type Rows = Vec<(Row, isize)>;
@@ -137,50 +138,29 @@ pub fn diff_rows(from: Rows, to: Rows, key: &[usize], limit: usize) -> (DiffCoun
     (counts, [added, removed, changed].concat())
 }
 
-impl TableStore {
-    /// The difference between `output` at version `from` and at `to`.
-    /// Refused (`NotComparable`) when the versions' columns differ.
-    pub fn diff(
-        &self,
-        output: &str,
-        from: u32,
-        to: u32,
-        limit: usize,
-    ) -> Result<TableDiff, TableError> {
-        let (a, b) = (
-            self.find_by_output(output, Some(from))?,
-            self.find_by_output(output, Some(to))?,
-        );
-        let (ia, ib) = (
-            a.output_index(output).expect("found by this output"),
-            b.output_index(output).expect("found by this output"),
-        );
-        let (sa, sb) = (&a.outputs[ia], &b.outputs[ib]);
-        if sa.columns != sb.columns || sa.key != sb.key {
-            return Err(TableError::NotComparable {
-                output: output.to_string(),
-                from,
-                to,
-                reason: format!(
-                    "v{from} has columns ({}) keyed by ({}), v{to} has ({}) keyed by ({})",
-                    sa.columns.join(","),
-                    names(&sa.columns, &sa.key),
-                    sb.columns.join(","),
-                    names(&sb.columns, &sb.key),
-                ),
-            });
-        }
-        let rows_a = self.read_rows(&a.table(ia))?;
-        let rows_b = self.read_rows(&b.table(ib))?;
-        let (counts, examples) = diff_rows(rows_a, rows_b, &sa.key, limit);
-        Ok(TableDiff {
-            columns: sa.columns.clone(),
-            key: sa.key.clone(),
-            bag: super::deployment::is_bag(sa),
-            counts,
-            examples,
-        })
+/// `NotComparable` unless two versions of `output` have the same columns and key.
+pub(super) fn comparable(
+    output: &str,
+    from: u32,
+    to: u32,
+    sa: &OutputSchema,
+    sb: &OutputSchema,
+) -> Result<(), TableError> {
+    if sa.columns == sb.columns && sa.key == sb.key {
+        return Ok(());
     }
+    Err(TableError::NotComparable {
+        output: output.to_string(),
+        from,
+        to,
+        reason: format!(
+            "v{from} has columns ({}) keyed by ({}), v{to} has ({}) keyed by ({})",
+            sa.columns.join(","),
+            names(&sa.columns, &sa.key),
+            sb.columns.join(","),
+            names(&sb.columns, &sb.key),
+        ),
+    })
 }
 
 fn names(columns: &[String], key: &[usize]) -> String {

@@ -4,7 +4,7 @@
 //! and none of them is a bare string:
 //! - *not found* (`DeploymentNotFound`, `OutputNotFound`, `TableNotFound`,
 //!   `StoreNotFound`): the caller named something the catalog does not have;
-//! - *invalid name* (`InvalidName`) and *invalid request* (`InvalidDeployment`, `NotComparable`,
+//! - *invalid name* (`InvalidName`) and *invalid request* (`InvalidDeployment`, `NotComparable`, `BadAddress`, `MixedColumn`,
 //!   `Arity`, `OutputCount`): the request is malformed and nothing was written;
 //! - *state conflict* (`StateConflict`, `LiveConflict`, `OffsetRegression`,
 //!   `RetractMissing`, and the ownership conflicts `Owned` and `Fenced`): the request is well formed but contradicts what the
@@ -14,7 +14,8 @@
 //!   swapped out or dropped and should stop;
 //! - *corrupt catalog* (`Corrupt`): the file holds something kappa never
 //!   writes (a catalog JSON that does not parse, a BLOB in an output table);
-//! - *SQLite / I/O* (`Sqlite`, `Io`): the database or the disk failed; the
+//! - *database / I/O* (`Sqlite`, `Postgres`, `Io`): the database, the
+//!   network or the disk failed; the
 //!   data itself may be fine and a retry may succeed (`SQLITE_BUSY` after the
 //!   busy timeout, a full disk).
 
@@ -25,11 +26,21 @@ use super::deployment::DeploymentState;
 /// Everything that can go wrong in the table store.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    /// No table store file at this path (only from `open_existing`).
-    #[error("no table store at {path} (it is created by `kappa stream` or `kappa reprocess`)")]
+    /// No table store at this address: no SQLite file, or a PostgreSQL
+    /// database without kappa's catalog (only from `open_existing`).
+    #[error("no table store at {addr} (it is created by `kappa stream` or `kappa reprocess`)")]
     StoreNotFound {
-        /// The store file looked for.
-        path: PathBuf,
+        /// The store looked for (a URL without its password).
+        addr: String,
+    },
+
+    /// `--table-db` is a PostgreSQL URL the client cannot read.
+    #[error("{addr} is not a PostgreSQL URL kappa can use: {reason}")]
+    BadAddress {
+        /// The URL given, without its password.
+        addr: String,
+        /// What is wrong with it.
+        reason: String,
     },
 
     /// No deployment has this id.
@@ -214,6 +225,37 @@ pub enum TableError {
         path: PathBuf,
         /// The operating system's error.
         cause: std::io::Error,
+    },
+
+    /// An output column of a PostgreSQL table holds values of one kind;
+    /// this change brings another that it cannot hold exactly.
+    #[error(
+        "column '{column}' of table '{table}' holds {had}, and a row brings {got}: \
+         a PostgreSQL column has one type (cast the column in the job, or use the SQLite store)"
+    )]
+    MixedColumn {
+        /// The version table.
+        table: String,
+        /// The column.
+        column: String,
+        /// What it holds.
+        had: &'static str,
+        /// What the row brings.
+        got: &'static str,
+    },
+
+    /// PostgreSQL refused or failed a statement (a permission, a constraint,
+    /// a lost connection after the retries). The server's message names the
+    /// object, and kappa adds which store it was.
+    #[error("PostgreSQL ({store}): {message}")]
+    Postgres {
+        /// The store (its URL without the password).
+        store: String,
+        /// The server's or the client's message, with its detail and hint.
+        message: String,
+        /// Whether the connection was lost (the server went away, a
+        /// network failure), so that reconnecting may help.
+        connection: bool,
     },
 
     /// SQLite failed (busy past the timeout, disk full, I/O error, ...).

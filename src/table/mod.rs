@@ -1,427 +1,82 @@
-//! Output tables: a job's outputs as SQLite tables, one version per
+//! Output tables: a job's outputs as database tables, one version per
 //! deployment, with a view per output that readers query and that a swap
 //! moves from one version to the next in one transaction.
 //!
-//! # The store
-//! One SQLite file (default `./kappa-data/tables.db`; the caller passes the
-//! path) in WAL mode, so any SQLite client can read it while a writer runs
-//! and sees, in each read transaction, one committed state. Several kappa
-//! processes may use it at once (a `stream` process, a `reprocess` process
-//! writing another deployment, a CLI reading status): writes serialise on
-//! SQLite's write lock, every write transaction is `BEGIN IMMEDIATE` (so it
-//! never fails half-way for want of a lock it could have waited for), and a
-//! busy timeout of [`BUSY_TIMEOUT`] makes a writer wait for another's epoch
-//! rather than fail.
+//! Two stores behind one interface, [`TableStore`]: [`sqlite`] (one file,
+//! the embedded default) and [`postgres`] (a database server, for readers on
+//! other hosts). [`open`] picks one from `--table-db` ([`StoreAddr`]: a path
+//! or a `postgresql://` URL); runners, the engine and the CLI never know
+//! which they have.
 //!
-//! Durability: `synchronous=FULL`, so a commit that returned survives a power
-//! loss. Exactly-once needs only atomicity (a table and its offsets commit
-//! together, so a lost commit would just be replayed), but the runner acts on
-//! commits — it reports them, swaps on them, and log retention may rely on
-//! them — so a returned commit must not go back.
+//! What both keep (each store's module says how):
+//! - **The catalog**: deployments (job, parameters, inputs, output schemas,
+//!   state, progress, generation and owner), which deployment owns each
+//!   `OUTPUT__vN`, the committed offsets of each input partition, and the
+//!   changelog sinks' outbox.
+//! - **Version tables** `OUTPUT__vN`: the output's columns and a hidden
+//!   multiplicity `kappa_n` (an output is a multiset; each distinct row is
+//!   stored once). The view `OUTPUT` selects from the live version (with
+//!   `kappa_count` for a bag, an output keyed by every column).
+//! - **Versions** are 1 + the highest any deployment ever had for those
+//!   output names, never reused, except that a deployment that never
+//!   committed an epoch, abandoned by its creator, leaves no trace.
+//! - **One owner per deployment** ([`owner`]): a lock for the prompt error,
+//!   a generation checked in every write's transaction for the guarantee.
+//! - **The exactly-once commit**: an epoch's changes, its offsets and its
+//!   figures in one transaction; readers see whole epochs and whole swaps.
 //!
-//! # Catalog (tables prefixed `kappa_`; times are unix ms)
-//! | table | columns | what |
-//! |---|---|---|
-//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 4 (older catalogs are migrated on open) |
-//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host) | one row per deployment, kept after a drop |
-//! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
-//! | `kappa_outbox` | `deployment`, `sink`, `seq`, `key`, `value`; PK (`deployment`, `sink`, `seq`) | messages of changelog sinks written with their epoch, deleted once sent ([`outbox`]) |
-//! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`, `last_offset`, `last_crc`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables; the last applied record's offset and checksum, so a log that lost or rewrote it is noticed on resume |
-//!
-//! # Output tables and views
-//! - `OUTPUT__vN` has the output's columns, without declared types (SQLite
-//!   stores each [`Value`](crate::value::Value) as INTEGER, REAL, TEXT or
-//!   NULL), and a hidden `kappa_n INTEGER NOT NULL`, the row's multiplicity:
-//!   an output collection is a multiset. Each distinct row is stored once,
-//!   with `kappa_n >= 1`; for an output whose key is unique it is always 1.
-//!   It is a rowid table with a non-unique index on the key columns. Rows are
-//!   matched with `IS` and `typeof` on every column, so a null key (a SQL
-//!   group-by's null group) matches, and `1` and `1.0` stay distinct values.
-//!   (SQLite stores a float NaN as NULL; jobs do not produce NaN.)
-//! - The view `OUTPUT` selects the output's columns from the live version's
-//!   table. When the key is every column (a bag, e.g. a join's output) it
-//!   also has `kappa_count`, the multiplicity; otherwise every row counts once.
-//!
-//! # Versions
-//! A deployment's outputs share a version `N` = 1 + the highest version any
-//! deployment ever had for any of those output names, so numbers are never
-//! reused, even after a drop. The one exception: a deployment that never
-//! committed an epoch, removed by its creator when its run failed
-//! ([`TableStore::abandon_unused`]), leaves no trace, and its number goes to
-//! the next attempt. See [`deployment`] for the lifecycle.
-//!
-//! # One owner per deployment
-//! A process that drives a deployment (stream, reprocess, rollback) holds
-//! its [`DeploymentLock`] for its whole life and takes the deployment over
-//! with [`TableStore::take_over`], which bumps its `generation`. Every
-//! write the owner makes (epochs, progress, its own swap) checks, in the
-//! same transaction, that the generation is still its own: a process that
-//! was taken over is fenced off (`TableError::Fenced`) and writes nothing,
-//! even where the OS lock cannot reach (another host, a removed lock file).
-//!
-//! Every open connection also holds a shared lock on `STORE.locks/store.lock`,
-//! taken before SQLite opens the file: [`TableStore::remove_if_empty`] (a
-//! failed first `kappa stream` cleaning up the store it created) removes the
-//! files only when it can take that lock exclusively, so never under
-//! another kappa process.
-//!
-//! Files: [`ident`] (names), [`deployment`] (the model), `catalog.rs`
-//! (creating and reading deployments), `owner.rs` (the lock and the lease),
-//! `epoch.rs` (the exactly-once commit),
-//! `swap.rs` (views, swap, drop), `rows.rs` (values in and out of SQLite),
-//! [`diff`] (what changed between two versions), [`outbox`] (changelog
-//! sinks' messages, written with their epoch).
+//! Shared files: [`ident`] (names), [`deployment`] (the model), `catalog.rs`
+//! (checks and parsing of catalog rows), [`owner`], [`diff`] (what changed
+//! between two versions), [`outbox`] (changelog sinks' messages), `addr.rs`
+//! (where a store is, and masking its password).
 
+mod addr;
 mod catalog;
 pub mod deployment;
 pub mod diff;
-mod epoch;
 mod error;
 pub mod ident;
 pub mod outbox;
 mod owner;
-mod rows;
-mod swap;
+pub mod postgres;
+pub mod sqlite;
+mod store;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tests_catalog_rows;
-#[cfg(test)]
-mod tests_concurrency;
-#[cfg(test)]
-mod tests_versions;
+mod contract;
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
-
-use crate::fslock::FileLock;
-
+pub use addr::{PgAddr, StoreAddr, mask};
 pub use deployment::{
-    Deployment, DeploymentState, EpochStats, NewDeployment, PartitionLag, Progress, TableVersion,
+    Deployment, DeploymentState, EpochStats, InputOffset, NewDeployment, PartitionLag, Progress,
+    TablePage, TableVersion,
 };
 pub use diff::{Change, DiffCounts, SwapRule, TableDiff};
-pub use epoch::InputOffset;
 pub use error::TableError;
 pub use outbox::{SinkMessage, SinkSpec};
 pub use owner::{DeploymentLock, Lease, this_process};
-pub use rows::TablePage;
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+pub use store::TableStore;
 
-/// The default store path, relative to the working directory.
+/// The default store: a SQLite file, relative to the working directory.
 pub const DEFAULT_PATH: &str = "kappa-data/tables.db";
 
-/// How long a writer waits for another process's transaction before failing
-/// with `SQLITE_BUSY`. Epoch commits take milliseconds; a large replay epoch
-/// may take a second or two.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "4";
-
-/// The sinks' outbox (schema version 4): in the catalog and its migration.
-macro_rules! outbox_table {
-    () => {
-        "
-CREATE TABLE IF NOT EXISTS kappa_outbox (
-    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
-    sink TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT,
-    PRIMARY KEY (deployment, sink, seq)
-);
-"
-    };
+/// Opens the store at `addr`, creating it (the file, or the catalog schema
+/// in the database) if missing.
+pub fn open(addr: &StoreAddr) -> Result<Box<dyn TableStore>, TableError> {
+    Ok(match addr {
+        StoreAddr::Sqlite(path) => Box::new(SqliteStore::open(path)?),
+        StoreAddr::Postgres(pg) => Box::new(PgStore::open(pg)?),
+    })
 }
 
-const CATALOG: &str = concat!(
-    "
-CREATE TABLE IF NOT EXISTS kappa_meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '4');
-CREATE TABLE IF NOT EXISTS kappa_deployments (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job TEXT NOT NULL,
-    job_version INTEGER NOT NULL,
-    version INTEGER NOT NULL,
-    params TEXT NOT NULL,
-    inputs TEXT NOT NULL,
-    outputs TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('building', 'live', 'retired', 'dropped')),
-    created_at INTEGER NOT NULL,
-    caught_up_at INTEGER,
-    swapped_at INTEGER,
-    records_applied INTEGER NOT NULL DEFAULT 0,
-    bad_rows INTEGER NOT NULL DEFAULT 0,
-    epochs INTEGER NOT NULL DEFAULT 0,
-    last_epoch_at INTEGER,
-    last_epoch_ms INTEGER,
-    records_per_sec REAL,
-    lag TEXT NOT NULL DEFAULT '[]',
-    note TEXT,
-    late TEXT NOT NULL DEFAULT '[]',
-    generation INTEGER NOT NULL DEFAULT 0,
-    owner TEXT
-);
-CREATE TABLE IF NOT EXISTS kappa_outputs (
-    output TEXT NOT NULL COLLATE NOCASE,
-    version INTEGER NOT NULL,
-    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
-    position INTEGER NOT NULL,
-    PRIMARY KEY (output, version)
-);
-CREATE INDEX IF NOT EXISTS kappa_outputs_deployment ON kappa_outputs (deployment);
-CREATE TABLE IF NOT EXISTS kappa_offsets (
-    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
-    input TEXT NOT NULL,
-    topic TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    last_offset INTEGER,
-    last_crc INTEGER,
-    PRIMARY KEY (deployment, input, partition)
-);
-",
-    outbox_table!()
-);
-
-const MIGRATE_1_TO_2: &str = "
-ALTER TABLE kappa_deployments ADD COLUMN late TEXT NOT NULL DEFAULT '[]';
-UPDATE kappa_meta SET value = '2' WHERE key = 'schema_version';
-";
-
-const MIGRATE_2_TO_3: &str = "
-ALTER TABLE kappa_deployments ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE kappa_deployments ADD COLUMN owner TEXT;
-ALTER TABLE kappa_offsets ADD COLUMN last_offset INTEGER;
-ALTER TABLE kappa_offsets ADD COLUMN last_crc INTEGER;
-UPDATE kappa_meta SET value = '3' WHERE key = 'schema_version';
-";
-
-const MIGRATE_3_TO_4: &str = concat!(
-    outbox_table!(),
-    "UPDATE kappa_meta SET value = '4' WHERE key = 'schema_version';"
-);
-
-/// The table store: one connection to the SQLite file. Not `Sync`; open one
-/// per thread or process.
-pub struct TableStore {
-    conn: Connection,
-    path: PathBuf,
-    /// Per deployment, the SQL that applies changes to each output table.
-    /// A deployment's outputs never change, so entries never go stale.
-    writers: HashMap<i64, Arc<[epoch::TableSql]>>,
-    /// Shared while the connection is open, so that removing the file
-    /// ([`TableStore::remove_if_empty`]) can tell that no other kappa
-    /// process has it open.
-    presence: FileLock,
-}
-
-impl std::fmt::Debug for TableStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableStore")
-            .field("path", &self.path)
-            .finish()
-    }
-}
-
-impl TableStore {
-    /// Opens the store at `path`, creating the file, its parent directories
-    /// and the catalog if missing.
-    pub fn open(path: &Path) -> Result<TableStore, TableError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|cause| TableError::Io {
-                path: dir.to_path_buf(),
-                cause,
-            })?;
-        }
-        let presence = presence_lock(path)?;
-        let conn = Connection::open(path)?;
-        let mut store = TableStore {
-            conn,
-            path: path.to_path_buf(),
-            writers: HashMap::new(),
-            presence,
-        };
-        store.configure()?;
-        store.ensure_catalog()?;
-        Ok(store)
-    }
-
-    /// Opens an existing store; `StoreNotFound` if there is no file (what the
-    /// read-only CLI commands want, rather than creating an empty store).
-    pub fn open_existing(path: &Path) -> Result<TableStore, TableError> {
-        if !path.is_file() {
-            return Err(TableError::StoreNotFound {
-                path: path.to_path_buf(),
-            });
-        }
-        TableStore::open(path)
-    }
-
-    /// The file this store is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Removes the store's files when its catalog holds no deployment and no
-    /// other kappa process has it open; returns whether it did. For a
-    /// command that created the store and then failed, so it leaves no
-    /// empty database behind. Never call it on a store this process did not
-    /// create: the file might hold the user's own tables.
-    pub fn remove_if_empty(self) -> Result<bool, TableError> {
-        let empty: bool = self.conn.query_row(
-            "SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)",
-            [],
-            |r| r.get(0),
-        )?;
-        let TableStore {
-            conn,
-            path,
-            presence,
-            ..
-        } = self;
-        drop(conn);
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |cause| TableError::Io { path, cause }
-        };
-        if !empty || !presence.try_upgrade().map_err(io(presence.path()))? {
-            return Ok(false);
-        }
-        // Another process may have opened, filled and closed the store
-        // between the check and the upgrade; now no one can.
-        let still_empty: bool = Connection::open(&path)?.query_row(
-            "SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)",
-            [],
-            |r| r.get(0),
-        )?;
-        if !still_empty {
-            return Ok(false);
-        }
-        for suffix in ["", "-wal", "-shm"] {
-            let mut name = path.as_os_str().to_os_string();
-            name.push(suffix);
-            match std::fs::remove_file(&name) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(io(Path::new(&name))(e));
-                }
-                _ => {}
-            }
-        }
-        // With no deployment in the catalog, the deployment locks lock
-        // nothing (ids are never reused); the presence lock goes last.
-        let lock_dir = owner::lock_dir(&path);
-        for entry in std::fs::read_dir(&lock_dir).map_err(io(&lock_dir))? {
-            let entry = entry.map_err(io(&lock_dir))?;
-            if entry.path() != presence.path() {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-        std::fs::remove_file(presence.path()).map_err(io(presence.path()))?;
-        let _ = std::fs::remove_dir(&lock_dir);
-        Ok(true)
-    }
-
-    fn configure(&mut self) -> Result<(), TableError> {
-        self.conn.busy_timeout(BUSY_TIMEOUT)?;
-        let mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(TableError::Corrupt {
-                what: self.path.display().to_string(),
-                reason: format!("cannot switch to WAL mode (journal mode is {mode})"),
-            });
-        }
-        self.conn.execute_batch(
-            "PRAGMA synchronous = FULL;
-             PRAGMA foreign_keys = ON;
-             PRAGMA cache_size = -65536;",
-        )?;
-        // Four statements per output table plus the catalog's: room for a
-        // few deployments with several outputs each.
-        self.conn.set_prepared_statement_cache_capacity(128);
-        Ok(())
-    }
-
-    /// Creates the catalog unless it is there, and checks its version.
-    fn ensure_catalog(&mut self) -> Result<(), TableError> {
-        let version = self.schema_version()?;
-        if version.is_none() {
-            let tx = self.write_txn()?;
-            tx.execute_batch(CATALOG)?;
-            tx.commit()?;
-        }
-        // Version 2 added the late-event counts; version 3 the owner's
-        // generation (fencing) and the last applied record of each
-        // partition; version 4 the sinks' outbox.
-        let migrations = [
-            ("1", MIGRATE_1_TO_2),
-            ("2", MIGRATE_2_TO_3),
-            ("3", MIGRATE_3_TO_4),
-        ];
-        for (from, migration) in migrations {
-            if self.schema_version()?.as_deref() == Some(from) {
-                let tx = self.write_txn()?;
-                tx.execute_batch(migration)?;
-                tx.commit()?;
-            }
-        }
-        match self.schema_version()? {
-            Some(v) if v == SCHEMA_VERSION => Ok(()),
-            other => Err(TableError::Corrupt {
-                what: self.path.display().to_string(),
-                reason: format!(
-                    "catalog schema version is {other:?}, this kappa reads {SCHEMA_VERSION}"
-                ),
-            }),
-        }
-    }
-
-    fn schema_version(&self) -> Result<Option<String>, TableError> {
-        let exists: bool = self.conn.query_row(
-            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'kappa_meta'",
-            [],
-            |r| r.get(0),
-        )?;
-        if !exists {
-            return Ok(None);
-        }
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT value FROM kappa_meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?)
-    }
-
-    /// A write transaction that holds the write lock from its start.
-    fn write_txn(&mut self) -> Result<Transaction<'_>, TableError> {
-        Ok(self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?)
-    }
-}
-
-/// The shared presence lock, `STORE.locks/store.lock`, taken before the
-/// connection opens.
-fn presence_lock(store: &Path) -> Result<FileLock, TableError> {
-    let dir = owner::lock_dir(store);
-    std::fs::create_dir_all(&dir).map_err(|cause| TableError::Io {
-        path: dir.clone(),
-        cause,
-    })?;
-    let path = dir.join("store.lock");
-    FileLock::shared(&path).map_err(|cause| TableError::Io { path, cause })
+/// Opens an existing store; `StoreNotFound` if there is none (what the
+/// read-only commands want, rather than creating an empty store).
+pub fn open_existing(addr: &StoreAddr) -> Result<Box<dyn TableStore>, TableError> {
+    Ok(match addr {
+        StoreAddr::Sqlite(path) => Box::new(SqliteStore::open_existing(path)?),
+        StoreAddr::Postgres(pg) => Box::new(PgStore::open_existing(pg)?),
+    })
 }
 
 /// Now, in unix milliseconds.

@@ -14,19 +14,15 @@
 //! Bags (outputs keyed by every column) are keyed by the whole row and carry
 //! its multiplicity as `kappa_count`, as their views do.
 //!
-//! Table `kappa_outbox`: `deployment`, `sink`, `seq` (order within the sink),
+//! Catalog table `kappa_outbox`: `deployment`, `sink`, `seq` (order within the sink),
 //! `key`, `value` (NULL: a deletion); PK (`deployment`, `sink`, `seq`).
 
 use std::collections::BTreeMap;
 
-use rusqlite::{Connection, params};
 use serde_json::{Map, Value as Json};
 
-use super::TableStore;
 use super::deployment::is_bag;
 use super::error::TableError;
-use super::ident::{quote, table_name};
-use super::owner::{Lease, require_lease};
 use crate::schema::OutputSchema;
 use crate::value::{Row, Value};
 
@@ -52,36 +48,23 @@ pub struct SinkMessage {
     pub value: Option<String>,
 }
 
-/// Writes the messages of one output's consolidated changes, applied
-/// already in this transaction (a bag's counts are read back from its table).
-pub(super) fn write(
-    conn: &Connection,
-    deployment: i64,
-    sink: &str,
+/// The messages of one output's consolidated changes, applied already in
+/// the epoch's transaction: `count` reads a bag row's multiplicity back from
+/// its table (`None`: the row is gone).
+pub(super) fn messages(
     schema: &OutputSchema,
-    version: u32,
     changes: &[(Row, isize)],
-) -> Result<(), TableError> {
-    let messages = if is_bag(schema) {
-        bag_messages(conn, schema, version, changes)?
-    } else {
-        keyed_messages(schema, changes)
-    };
-    if messages.is_empty() {
-        return Ok(());
+    mut count: impl FnMut(&Row) -> Result<Option<i64>, TableError>,
+) -> Result<Vec<(String, Option<String>)>, TableError> {
+    if !is_bag(schema) {
+        return Ok(keyed_messages(schema, changes));
     }
-    let next: i64 = conn.query_row(
-        "SELECT coalesce(max(seq), 0) + 1 FROM kappa_outbox WHERE deployment = ?1 AND sink = ?2",
-        params![deployment, sink],
-        |r| r.get(0),
-    )?;
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO kappa_outbox (deployment, sink, seq, key, value) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    for (i, (key, value)) in messages.into_iter().enumerate() {
-        insert.execute(params![deployment, sink, next + i as i64, key, value])?;
+    let mut out = Vec::with_capacity(changes.len());
+    for (row, _) in changes {
+        let key = key_text(&row.iter().collect::<Vec<_>>());
+        out.push((key, count(row)?.map(|n| row_json(schema, row, Some(n)))));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Per changed key: its new row, or a deletion when the epoch only retracted it.
@@ -98,35 +81,6 @@ fn keyed_messages(
         }
     }
     by_key.into_iter().collect()
-}
-
-/// Per changed row of a bag: its multiplicity now, or a deletion at zero.
-fn bag_messages(
-    conn: &Connection,
-    schema: &OutputSchema,
-    version: u32,
-    changes: &[(Row, isize)],
-) -> Result<Vec<(String, Option<String>)>, TableError> {
-    let matches: Vec<String> = (1..=schema.columns.len())
-        .zip(&schema.columns)
-        .map(|(i, c)| format!("{c} IS ?{i} AND typeof({c}) = typeof(?{i})", c = quote(c)))
-        .collect();
-    let sql = format!(
-        "SELECT kappa_n FROM {} WHERE {}",
-        quote(&table_name(&schema.name, version)),
-        matches.join(" AND ")
-    );
-    let mut count = conn.prepare_cached(&sql)?;
-    let mut out = Vec::with_capacity(changes.len());
-    for (row, _) in changes {
-        let n: Option<i64> = count
-            .query_map(rusqlite::params_from_iter(row.iter()), |r| r.get(0))?
-            .next()
-            .transpose()?;
-        let key = key_text(&row.iter().collect::<Vec<_>>());
-        out.push((key, n.map(|n| row_json(schema, row, Some(n)))));
-    }
-    Ok(out)
 }
 
 /// A key's text: a one-column key's value as text, else a JSON array.
@@ -155,36 +109,6 @@ fn value_json(v: &Value) -> Json {
         Value::Int(i) => Json::from(*i),
         Value::Float(x) => serde_json::Number::from_f64(x.get()).map_or(Json::Null, Json::Number),
         Value::Str(s) => Json::String(s.to_string()),
-    }
-}
-
-impl TableStore {
-    /// The messages waiting in deployment `id`'s outbox, in order per sink.
-    pub fn outbox(&self, id: i64) -> Result<Vec<SinkMessage>, TableError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT sink, seq, key, value FROM kappa_outbox WHERE deployment = ?1 ORDER BY sink, seq",
-        )?;
-        let rows = stmt.query_map([id], |r| {
-            Ok(SinkMessage {
-                sink: r.get(0)?,
-                seq: r.get(1)?,
-                key: r.get(2)?,
-                value: r.get(3)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Deletes the messages of `sink` up to `seq`, which it has acknowledged.
-    pub fn clear_outbox(&mut self, lease: &Lease, sink: &str, seq: i64) -> Result<(), TableError> {
-        let tx = self.write_txn()?;
-        require_lease(&tx, lease)?;
-        tx.execute(
-            "DELETE FROM kappa_outbox WHERE deployment = ?1 AND sink = ?2 AND seq <= ?3",
-            params![lease.deployment, sink, seq],
-        )?;
-        tx.commit()?;
-        Ok(())
     }
 }
 

@@ -7,14 +7,12 @@
 //! reads (building or live), unless `--force`: its stream would fail at its
 //! next read and a reprocess could never replay it.
 
-use std::path::PathBuf;
-
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use super::show::table;
 use crate::log::{Log, ResetTo, TopicChange};
-use crate::table::{DeploymentState, TableError, TableStore};
+use crate::table::{DeploymentState, StoreAddr, TableError};
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
@@ -25,7 +23,7 @@ pub struct DeleteArgs {
     force: bool,
     /// The table store whose deployments are checked.
     #[arg(long, value_name = "PATH", env = "KAPPA_TABLE_DB", default_value = crate::table::DEFAULT_PATH)]
-    table_db: PathBuf,
+    table_db: StoreAddr,
 }
 
 #[derive(Debug, Args)]
@@ -110,8 +108,8 @@ pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
 
 /// The building or live deployments of the store at `table_db` that read
 /// `topic` (none when there is no store).
-fn readers_of(table_db: &std::path::Path, topic: &str) -> anyhow::Result<Vec<String>> {
-    let store = match TableStore::open_existing(table_db) {
+fn readers_of(table_db: &StoreAddr, topic: &str) -> anyhow::Result<Vec<String>> {
+    let store = match crate::table::open_existing(table_db) {
         Ok(store) => store,
         Err(TableError::StoreNotFound { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e).context("cannot check which deployments read the topic"),

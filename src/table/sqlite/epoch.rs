@@ -43,29 +43,14 @@ use rusqlite::{Connection, Statement, params};
 use crate::schema::OutputSchema;
 use crate::value::Row;
 
+use super::Lease;
 use super::catalog::{deployment_in, require_accepting, write_stats};
 use super::deployment::EpochStats;
 use super::ident::{quote, table_name};
-use super::outbox::{self, SinkSpec};
-use super::owner::{Lease, require_lease};
-use super::{TableError, TableStore};
-
-/// Where a deployment stands on one input partition.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct InputOffset {
-    /// The job input's name.
-    pub input: String,
-    /// The log topic the input is bound to.
-    pub topic: String,
-    /// The partition of that topic.
-    pub partition: u32,
-    /// The next offset to read: everything below it is applied.
-    pub next: u64,
-    /// The last applied record: its offset and its checksum
-    /// ([`crate::log::Record::fingerprint`]). On resume the log must still
-    /// hold that very record, or it lost or rewrote what was applied.
-    pub last: Option<(u64, u32)>,
-}
+use super::outbox;
+use super::owner::require_lease;
+use super::{InputOffset, SinkSpec};
+use super::{SqliteStore, TableError};
 
 /// The statements that apply changes to one version table. Parameters
 /// `?1..?n` are the row's values, `?{n+1}` the count; `replace` also takes
@@ -135,29 +120,10 @@ impl TableSql {
     }
 }
 
-impl TableStore {
-    /// The exactly-once commit (see the module docs): in one transaction,
-    /// applies `changes` (one list per output, in the deployment's output
-    /// order: rows with their diffs, consolidated), sets the offsets, and
-    /// stores the progress figures.
-    ///
-    /// Fails with `StateConflict`, writing nothing, when the deployment is
-    /// `retired` or `dropped`: a stream process that was swapped out learns
-    /// it here and should stop; with `Fenced` when another process took the
-    /// deployment over. On any error nothing is written.
-    pub fn commit_epoch(
-        &mut self,
-        lease: &Lease,
-        changes: &[Vec<(Row, isize)>],
-        offsets: &[InputOffset],
-        stats: &EpochStats,
-    ) -> Result<(), TableError> {
-        self.commit_epoch_with_sinks(lease, changes, offsets, stats, &[])
-    }
-
-    /// [`TableStore::commit_epoch`], writing in the same transaction the
+impl SqliteStore {
+    /// The exactly-once commit (see the module docs), writing in the same transaction the
     /// messages of each changelog sink into the outbox (see [`super::outbox`]).
-    pub fn commit_epoch_with_sinks(
+    pub(super) fn commit_epoch_with_sinks(
         &mut self,
         lease: &Lease,
         changes: &[Vec<(Row, isize)>],

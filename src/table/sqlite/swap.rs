@@ -24,31 +24,19 @@ use rusqlite::{Connection, params};
 
 use crate::schema::OutputSchema;
 
+use super::Lease;
 use super::catalog::{deployment_in, live_owner, set_state, state_in};
 use super::deployment::{DeploymentState, is_bag};
 use super::ident::quote;
-use super::owner::{Lease, require_lease};
-use super::{TableError, TableStore, now_ms};
+use super::owner::require_lease;
+use super::{SqliteStore, TableError, now_ms};
 
-impl TableStore {
-    /// Makes deployment `id` live for all its outputs in one transaction:
-    /// the views now select from its tables, and the deployments that were
-    /// live for any of those outputs become retired. Returns the retired ids
-    /// (empty when `id` was already live). Works from `building` (the swap
-    /// after a reprocess) and from `retired` (a rollback); a dropped
-    /// deployment cannot be swapped in.
-    pub fn swap(&mut self, id: i64) -> Result<Vec<i64>, TableError> {
-        self.swap_checked(id, None)
-    }
-
-    /// [`swap`](Self::swap) by the deployment's owner, the swap after a
-    /// reprocess caught up: refused with `Fenced` (nothing changes) when
-    /// another process took the deployment over.
-    pub fn swap_owned(&mut self, lease: &Lease) -> Result<Vec<i64>, TableError> {
-        self.swap_checked(lease.deployment, Some(lease))
-    }
-
-    fn swap_checked(&mut self, id: i64, lease: Option<&Lease>) -> Result<Vec<i64>, TableError> {
+impl SqliteStore {
+    pub(super) fn swap_checked(
+        &mut self,
+        id: i64,
+        lease: Option<&Lease>,
+    ) -> Result<Vec<i64>, TableError> {
         let tx = self.write_txn()?;
         if let Some(lease) = lease {
             require_lease(&tx, lease)?;
@@ -59,7 +47,7 @@ impl TableStore {
             DeploymentState::Dropped => {
                 return Err(TableError::StateConflict {
                     id,
-                    name: super::owner::describe(&d),
+                    name: d.to_string(),
                     state: d.state,
                     action: "be swapped in (its tables were dropped)",
                 });
@@ -97,7 +85,7 @@ impl TableStore {
     /// and version number stay). Refuses a live deployment: swap another
     /// version in first. Dropping a building one abandons a reprocess; its
     /// process's next commit fails with `StateConflict`.
-    pub fn drop_deployment(&mut self, id: i64) -> Result<(), TableError> {
+    pub(super) fn drop_deployment(&mut self, id: i64) -> Result<(), TableError> {
         let tx = self.write_txn()?;
         drop_in(&tx, id)?;
         tx.commit()?;
@@ -112,7 +100,7 @@ impl TableStore {
     /// `false`, changing nothing, once any epoch has committed or its state
     /// is no longer `created_as` (a building version that was swapped in
     /// retired another; removing it would leave its outputs without a view).
-    pub fn abandon_unused(
+    pub(super) fn abandon_unused(
         &mut self,
         lease: &Lease,
         created_as: DeploymentState,
@@ -158,7 +146,11 @@ impl TableStore {
     /// recently live" is the latest `swapped_at` (the time it last went live),
     /// not the version number: after a rollback the older version is the one
     /// that was live last, and the one to keep for the next rollback.
-    pub fn retire_old(&mut self, outputs: &[String], keep: usize) -> Result<Vec<i64>, TableError> {
+    pub(super) fn retire_old(
+        &mut self,
+        outputs: &[String],
+        keep: usize,
+    ) -> Result<Vec<i64>, TableError> {
         let tx = self.write_txn()?;
         let mut retired: Vec<(i64, i64)> = Vec::new();
         {

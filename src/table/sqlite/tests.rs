@@ -17,9 +17,9 @@ use crate::schema::OutputSchema;
 use crate::value::{Row, Value};
 
 /// A store in a fresh temporary directory (kept alive by the first field).
-pub(super) fn store() -> (tempfile::TempDir, TableStore) {
+pub(super) fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = TableStore::open(&dir.path().join("sub/tables.db")).unwrap();
+    let store = SqliteStore::open(&dir.path().join("sub/tables.db")).unwrap();
     (dir, store)
 }
 
@@ -49,7 +49,7 @@ pub(super) fn new_deployment(
 
 /// Commits one epoch with offset `next` on input `events` partition 0.
 pub(super) fn commit(
-    store: &mut TableStore,
+    store: &mut SqliteStore,
     id: i64,
     changes: Vec<Vec<(Row, isize)>>,
     next: u64,
@@ -67,7 +67,7 @@ pub(super) fn commit(
 
 /// The deployment's current lease, as its owner holds it (without taking
 /// it over, so a test of a retired deployment sees the state conflict).
-pub(super) fn lease(store: &TableStore, id: i64) -> Lease {
+pub(super) fn lease(store: &SqliteStore, id: i64) -> Lease {
     let generation = store
         .conn
         .query_row(
@@ -296,7 +296,7 @@ fn offsets_round_trip_and_never_go_back() {
         .commit_epoch(&lease(&store, d.id), &[vec![]], &offsets, &stats)
         .unwrap();
     drop(store);
-    let mut store = TableStore::open(&dir.path().join("sub/tables.db")).unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("sub/tables.db")).unwrap();
     let expected: BTreeMap<(String, u32), u64> = [
         (("events".to_string(), 0), 7),
         (("events".to_string(), 1), 9),

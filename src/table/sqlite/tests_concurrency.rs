@@ -33,7 +33,7 @@ fn a_reader_sees_the_previous_epoch_while_a_writer_is_mid_transaction() {
         1,
     )
     .unwrap();
-    let reader = TableStore::open(&path).unwrap();
+    let reader = SqliteStore::open(&path).unwrap();
     let epoch1 = vec![row(&[s("a"), Value::Int(1)])];
 
     // Half an epoch, by hand, in an open write transaction.
@@ -132,7 +132,7 @@ fn two_processes_write_different_deployments_at_once() {
         .map(|id| {
             let path = path.clone();
             std::thread::spawn(move || {
-                let mut store = TableStore::open(&path).unwrap();
+                let mut store = SqliteStore::open(&path).unwrap();
                 for e in 0..30i64 {
                     let changes = vec![vec![(row(&[Value::Int(e), Value::Int(id)]), 1)]];
                     commit(&mut store, id, changes, e as u64 + 1).unwrap();
@@ -143,7 +143,7 @@ fn two_processes_write_different_deployments_at_once() {
     for w in writers {
         w.join().unwrap();
     }
-    let store = TableStore::open(&path).unwrap();
+    let store = SqliteStore::open(&path).unwrap();
     for d in [live, building] {
         assert_eq!(store.read_rows(&d.table(0)).unwrap().len(), 30);
         assert_eq!(store.deployment(d.id).unwrap().progress.epochs, 30);

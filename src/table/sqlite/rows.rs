@@ -16,7 +16,7 @@ use crate::value::{Row, Value};
 use super::catalog::deployment_in;
 use super::deployment::{Deployment, DeploymentState, is_bag};
 use super::ident::{quote, split_version};
-use super::{TableError, TableStore};
+use super::{SqliteStore, TableError, TablePage};
 
 impl ToSql for Value {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -46,28 +46,11 @@ fn value_of(v: ValueRef<'_>, table: &str, column: &str) -> Result<Value, TableEr
     }
 }
 
-/// The first rows of a version table, for display.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TablePage {
-    /// The version table read (`OUTPUT__vN`).
-    pub table: String,
-    /// Its column names, in schema order.
-    pub columns: Vec<String>,
-    /// Whether the output is a bag (its view shows `kappa_count`).
-    pub bag: bool,
-    /// Rows in order, each with its multiplicity.
-    pub rows: Vec<(Row, isize)>,
-    /// Distinct rows in the whole table.
-    pub distinct: u64,
-    /// Rows counted with their multiplicities.
-    pub total: u64,
-}
-
-impl TableStore {
+impl SqliteStore {
     /// Every row of version table `table` (`OUTPUT__vN`) with its
     /// multiplicity, sorted by `Row`'s order. `TableNotFound` for a name
     /// that is not a version table of a deployment that still has its tables.
-    pub fn read_rows(&self, table: &str) -> Result<Vec<(Row, isize)>, TableError> {
+    pub(super) fn read_rows(&self, table: &str) -> Result<Vec<(Row, isize)>, TableError> {
         let (d, index) = self.resolve_table(table)?;
         let mut rows = self.select(&d, index, None)?;
         rows.sort();
@@ -77,7 +60,7 @@ impl TableStore {
     /// The first `limit` rows of `table` in SQL order (which is `Row`'s order
     /// except that an integer and an equal float may come in either order),
     /// with the table's row counts.
-    pub fn read_page(&self, table: &str, limit: usize) -> Result<TablePage, TableError> {
+    pub(super) fn read_page(&self, table: &str, limit: usize) -> Result<TablePage, TableError> {
         let (d, index) = self.resolve_table(table)?;
         let name = d.table(index);
         let (distinct, total) = self.counts(&name)?;
@@ -96,7 +79,7 @@ impl TableStore {
 
     /// The number of distinct rows of `table`, and of rows counted with
     /// their multiplicities.
-    pub fn row_counts(&self, table: &str) -> Result<(u64, u64), TableError> {
+    pub(super) fn row_counts(&self, table: &str) -> Result<(u64, u64), TableError> {
         let (d, index) = self.resolve_table(table)?;
         self.counts(&d.table(index))
     }

@@ -4,6 +4,7 @@
 
 use super::tests::{commit, lease, new_deployment, row, schema, select_all, store};
 use super::*;
+use crate::table::{PartitionLag, TableVersion};
 use crate::value::Value;
 
 fn pageviews() -> Vec<crate::schema::OutputSchema> {
@@ -14,7 +15,7 @@ fn pv(page: &str, views: i64) -> crate::value::Row {
     row(&[Value::str(page), Value::Int(views)])
 }
 
-fn object_exists(store: &TableStore, kind: &str, name: &str) -> bool {
+fn object_exists(store: &SqliteStore, kind: &str, name: &str) -> bool {
     store
         .conn
         .query_row(
@@ -313,7 +314,7 @@ fn catalog_round_trips_a_deployment_across_reopen() {
     };
     store.set_progress(&lease(&store, d.id), &stats).unwrap();
     drop(store);
-    let store = TableStore::open_existing(&dir.path().join("sub/tables.db")).unwrap();
+    let store = SqliteStore::open_existing(&dir.path().join("sub/tables.db")).unwrap();
     let back = store.deployment(d.id).unwrap();
     assert_eq!(
         (&back.params, &back.inputs, &back.outputs),
@@ -338,12 +339,12 @@ fn catalog_round_trips_a_deployment_across_reopen() {
     )
     .unwrap();
     drop(conn);
-    let store = TableStore::open_existing(&dir.path().join("sub/tables.db")).unwrap();
+    let store = SqliteStore::open_existing(&dir.path().join("sub/tables.db")).unwrap();
     let back = store.deployment(d.id).unwrap();
     assert_eq!(back.progress.bad_rows, 4);
     assert!(back.progress.late_dropped.is_empty());
     assert!(matches!(
-        TableStore::open_existing(&dir.path().join("missing.db")),
+        SqliteStore::open_existing(&dir.path().join("missing.db")),
         Err(TableError::StoreNotFound { .. })
     ));
 }

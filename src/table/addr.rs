@@ -1,0 +1,226 @@
+//! Where a table store is: a SQLite file's path, or a PostgreSQL URL
+//! (`postgresql://USER[:PASSWORD]@HOST:PORT/DB[?OPTIONS]`, libpq's form).
+//!
+//! Invariant: a password never leaves this module in text meant for people.
+//! [`StoreAddr`]'s `Display` (what every message, log line and status page
+//! prints) masks it, in the URL's user part and in a `password=` option;
+//! only [`PgAddr::conninfo`] hands the real URL to the client.
+//!
+//! One option is kappa's own and is taken out before the URL reaches the
+//! client: `schema=NAME`, the schema of the output tables and their views
+//! (default `public`). The catalog is always in schema `kappa`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::TableError;
+use super::ident;
+
+/// A table store's address, as `--table-db` and `$KAPPA_TABLE_DB` give it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreAddr {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres(PgAddr),
+}
+
+/// A PostgreSQL database's URL, with kappa's own option taken out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgAddr {
+    /// The URL the client connects with (secret: it may hold a password).
+    url: String,
+    /// The schema of the output tables and views.
+    schema: String,
+}
+
+impl PgAddr {
+    /// The URL for the client, password included. Never print it.
+    pub fn conninfo(&self) -> &str {
+        &self.url
+    }
+
+    /// The schema of the output tables and views.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+impl StoreAddr {
+    /// Parses `--table-db`: a `postgres://` or `postgresql://` URL, or a path.
+    pub fn parse(text: &str) -> Result<StoreAddr, TableError> {
+        let lower = text.to_ascii_lowercase();
+        if !(lower.starts_with("postgresql://") || lower.starts_with("postgres://")) {
+            return Ok(StoreAddr::Sqlite(PathBuf::from(text)));
+        }
+        let (base, query) = text.split_once('?').unwrap_or((text, ""));
+        let mut schema = "public".to_string();
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("schema", name)) => schema = name.to_string(),
+                _ => kept.push(pair),
+            }
+        }
+        ident::check("schema", &schema)?;
+        let url = if kept.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        if let Err(e) = postgres::Config::from_str(&url) {
+            return Err(TableError::BadAddress {
+                addr: mask(text),
+                reason: e.to_string(),
+            });
+        }
+        Ok(StoreAddr::Postgres(PgAddr { url, schema }))
+    }
+
+    /// The SQLite file, if that is what it is.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            StoreAddr::Sqlite(p) => Some(p),
+            StoreAddr::Postgres(_) => None,
+        }
+    }
+
+    /// Itself, for `format!("{}", addr.display())` at call sites that
+    /// printed a path before.
+    pub fn display(&self) -> &StoreAddr {
+        self
+    }
+}
+
+impl FromStr for StoreAddr {
+    type Err = TableError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        StoreAddr::parse(s)
+    }
+}
+
+impl From<&Path> for StoreAddr {
+    fn from(p: &Path) -> StoreAddr {
+        StoreAddr::Sqlite(p.to_path_buf())
+    }
+}
+
+impl From<PathBuf> for StoreAddr {
+    fn from(p: PathBuf) -> StoreAddr {
+        StoreAddr::Sqlite(p)
+    }
+}
+
+impl fmt::Display for StoreAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreAddr::Sqlite(p) => write!(f, "{}", p.display()),
+            StoreAddr::Postgres(pg) => f.write_str(&pg.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for PgAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&mask(&self.url))?;
+        if self.schema != "public" {
+            let sep = if self.url.contains('?') { '&' } else { '?' };
+            write!(f, "{sep}schema={}", self.schema)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for StoreAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreAddr({self})")
+    }
+}
+
+impl fmt::Debug for PgAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgAddr({self})")
+    }
+}
+
+/// The URL with its password (in the user part or a `password=` option)
+/// replaced by `***`.
+pub fn mask(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            let authority = match authority.rsplit_once('@') {
+                Some((user, host)) => match user.split_once(':') {
+                    Some((name, _)) => format!("{name}:***@{host}"),
+                    None => format!("{user}@{host}"),
+                },
+                None => authority.to_string(),
+            };
+            format!("{scheme}://{authority}{path}")
+        }
+        None => base.to_string(),
+    };
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => p.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_urls_are_told_apart() {
+        assert_eq!(
+            StoreAddr::parse("kappa-data/tables.db").unwrap(),
+            StoreAddr::Sqlite("kappa-data/tables.db".into())
+        );
+        let StoreAddr::Postgres(pg) =
+            StoreAddr::parse("postgresql://app@db:5432/shop?schema=serving&sslmode=require")
+                .unwrap()
+        else {
+            panic!("a URL")
+        };
+        assert_eq!(pg.schema(), "serving");
+        assert_eq!(
+            pg.conninfo(),
+            "postgresql://app@db:5432/shop?sslmode=require"
+        );
+        let err = StoreAddr::parse("postgres://h/db?schema=a;b").unwrap_err();
+        assert!(err.to_string().contains("a;b"), "{err}");
+        let err = StoreAddr::parse("postgres://h/db?nonsense=1").unwrap_err();
+        assert!(err.to_string().contains("nonsense"), "{err}");
+    }
+
+    #[test]
+    fn passwords_are_never_printed() {
+        let url = "postgresql://app:s3cret@db:5432/shop?password=other&sslmode=require";
+        let addr = StoreAddr::parse(url).unwrap();
+        for text in [addr.to_string(), format!("{addr:?}"), mask(url)] {
+            assert!(
+                !text.contains("s3cret") && !text.contains("other"),
+                "{text}"
+            );
+            assert!(text.contains("app:***@db:5432/shop"), "{text}");
+        }
+        let err = StoreAddr::parse("postgres://app:s3cret@h/db?bad=1").unwrap_err();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert_eq!(mask("postgres://app@h/db"), "postgres://app@h/db");
+    }
+}

@@ -1,0 +1,212 @@
+//! The one interface the runners, the engine and the CLI use: a
+//! [`TableStore`] is SQLite or PostgreSQL, and no caller knows which.
+//!
+//! Every implementation keeps the same contract (the tests in
+//! `contract.rs` run against each):
+//! - a deployment's catalog row, tables and (when live) views appear in one
+//!   transaction; versions are never reused; at most one deployment is live
+//!   per output;
+//! - an epoch's changes, the offsets they cover and its figures commit in one
+//!   transaction, checked against the owner's [`Lease`], or not at all;
+//! - readers of a view see whole epochs and whole swaps.
+
+use std::collections::BTreeMap;
+
+use crate::value::Row;
+
+use super::diff::{TableDiff, diff_rows};
+use super::{
+    Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
+    SinkMessage, SinkSpec, TableError, TablePage,
+};
+
+/// The output tables of deployments, with their catalog: see the module docs
+/// of [`crate::table`].
+pub trait TableStore: Send {
+    /// Where the store is, for messages: a path, or a URL without its password.
+    fn describe(&self) -> String;
+
+    /// Takes the lock that keeps a second process from driving deployment
+    /// `d` (`Owned`, naming the holder, when one does).
+    fn lock(&self, d: &Deployment) -> Result<DeploymentLock, TableError>;
+
+    /// Creates a deployment in state `building` or `live` with its tables
+    /// (and, when live, its views), all in one transaction. Names are
+    /// checked first; nothing is written when any is invalid.
+    fn create_deployment(&mut self, d: &NewDeployment) -> Result<Deployment, TableError>;
+
+    /// The deployment with this id, in any state.
+    fn deployment(&self, id: i64) -> Result<Deployment, TableError>;
+
+    /// Every deployment, oldest first (for status and list).
+    fn deployments(&self) -> Result<Vec<Deployment>, TableError>;
+
+    /// Every deployment that has (or had) output `output`, by version.
+    fn deployments_of(&self, output: &str) -> Result<Vec<Deployment>, TableError>;
+
+    /// The live deployment of `job` whose outputs are exactly `outputs` (in
+    /// any order): what a restarted `kappa stream` resumes.
+    fn live_for_job(
+        &self,
+        job: &str,
+        outputs: &[String],
+    ) -> Result<Option<Deployment>, TableError> {
+        let names = |it: &mut dyn Iterator<Item = &str>| {
+            let mut v: Vec<String> = it.map(str::to_ascii_lowercase).collect();
+            v.sort();
+            v
+        };
+        let wanted = names(&mut outputs.iter().map(String::as_str));
+        Ok(self.deployments()?.into_iter().find(|d| {
+            d.job == job
+                && d.state == DeploymentState::Live
+                && names(&mut d.outputs.iter().map(|o| o.name.as_str())) == wanted
+        }))
+    }
+
+    /// The deployment that owns `output` at `version`, in any state, or the
+    /// live one when `version` is `None`.
+    fn find_by_output(&self, output: &str, version: Option<u32>) -> Result<Deployment, TableError>;
+
+    /// The committed offsets of a deployment: (input, partition) → the next
+    /// offset to read. Empty for a deployment that never committed.
+    fn offsets(&self, id: i64) -> Result<BTreeMap<(String, u32), u64>, TableError> {
+        Ok(self
+            .input_offsets(id)?
+            .into_iter()
+            .map(|o| ((o.input, o.partition), o.next))
+            .collect())
+    }
+
+    /// Where the deployment stands on each input partition, with the last
+    /// applied record of each (what a resuming owner checks the log against).
+    fn input_offsets(&self, id: i64) -> Result<Vec<InputOffset>, TableError>;
+
+    /// Records progress (lag, rate, bad rows) without changes.
+    fn set_progress(&mut self, lease: &Lease, stats: &EpochStats) -> Result<(), TableError>;
+
+    /// Records that the deployment has caught up with its inputs (now).
+    fn mark_caught_up(&mut self, lease: &Lease) -> Result<(), TableError>;
+
+    /// Sets the free-text note shown by `kappa table status`.
+    fn set_note(&mut self, id: i64, note: Option<&str>) -> Result<(), TableError>;
+
+    /// Turns a retired deployment back into a building one (a rollback's start).
+    fn reopen(&mut self, id: i64) -> Result<(), TableError>;
+
+    /// Makes this process the deployment's owner: bumps its generation and
+    /// records `owner`, in one transaction. Refuses a retired or dropped one.
+    fn take_over(&mut self, id: i64, owner: &str) -> Result<Lease, TableError>;
+
+    /// Fails with `Fenced` when another process took the deployment over
+    /// since `lease` was taken.
+    fn check_lease(&self, lease: &Lease) -> Result<(), TableError>;
+
+    /// The process that last took the deployment over, if any.
+    fn owner(&self, id: i64) -> Result<Option<String>, TableError>;
+
+    /// The exactly-once commit: in one transaction, applies `changes` (one
+    /// consolidated list per output, in the deployment's output order), sets
+    /// the offsets, stores the figures, and writes each changelog sink's
+    /// messages into the outbox. `StateConflict` (nothing written) when the
+    /// deployment is retired or dropped, `Fenced` when another process took
+    /// it over, `RetractMissing` when a retraction finds no such row.
+    fn commit_epoch_with_sinks(
+        &mut self,
+        lease: &Lease,
+        changes: &[Vec<(Row, isize)>],
+        offsets: &[InputOffset],
+        stats: &EpochStats,
+        sinks: &[SinkSpec],
+    ) -> Result<(), TableError>;
+
+    /// [`TableStore::commit_epoch_with_sinks`] without sinks.
+    fn commit_epoch(
+        &mut self,
+        lease: &Lease,
+        changes: &[Vec<(Row, isize)>],
+        offsets: &[InputOffset],
+        stats: &EpochStats,
+    ) -> Result<(), TableError> {
+        self.commit_epoch_with_sinks(lease, changes, offsets, stats, &[])
+    }
+
+    /// Makes deployment `id` live for all its outputs in one transaction,
+    /// retiring the deployments that were live for any of them; returns their
+    /// ids. Works from `building` and from `retired` (a rollback).
+    fn swap(&mut self, id: i64) -> Result<Vec<i64>, TableError>;
+
+    /// [`TableStore::swap`] by the deployment's owner: `Fenced` when another
+    /// process took it over.
+    fn swap_owned(&mut self, lease: &Lease) -> Result<Vec<i64>, TableError>;
+
+    /// Drops a building or retired deployment's tables and marks it `dropped`.
+    fn drop_deployment(&mut self, id: i64) -> Result<(), TableError>;
+
+    /// Removes a deployment that never committed an epoch, as if it had never
+    /// been created; `false`, changing nothing, once it has or when its state
+    /// is no longer `created_as`.
+    fn abandon_unused(
+        &mut self,
+        lease: &Lease,
+        created_as: DeploymentState,
+    ) -> Result<bool, TableError>;
+
+    /// Drops the retired deployments of these outputs beyond the `keep` most
+    /// recently live ones; returns the dropped ids.
+    fn retire_old(&mut self, outputs: &[String], keep: usize) -> Result<Vec<i64>, TableError>;
+
+    /// Every row of version table `table` (`OUTPUT__vN`) with its
+    /// multiplicity, sorted by `Row`'s order.
+    fn read_rows(&self, table: &str) -> Result<Vec<(Row, isize)>, TableError>;
+
+    /// The first `limit` rows of `table` in SQL order, with its row counts.
+    fn read_page(&self, table: &str, limit: usize) -> Result<TablePage, TableError>;
+
+    /// The number of distinct rows of `table`, and of rows counted with
+    /// their multiplicities.
+    fn row_counts(&self, table: &str) -> Result<(u64, u64), TableError>;
+
+    /// The difference between `output` at version `from` and at `to`.
+    /// Refused (`NotComparable`) when the versions' columns differ.
+    fn diff(
+        &self,
+        output: &str,
+        from: u32,
+        to: u32,
+        limit: usize,
+    ) -> Result<TableDiff, TableError> {
+        let (a, b) = (
+            self.find_by_output(output, Some(from))?,
+            self.find_by_output(output, Some(to))?,
+        );
+        let (ia, ib) = (
+            a.output_index(output).expect("found by this output"),
+            b.output_index(output).expect("found by this output"),
+        );
+        let (sa, sb) = (&a.outputs[ia], &b.outputs[ib]);
+        super::diff::comparable(output, from, to, sa, sb)?;
+        let rows_a = self.read_rows(&a.table(ia))?;
+        let rows_b = self.read_rows(&b.table(ib))?;
+        let (counts, examples) = diff_rows(rows_a, rows_b, &sa.key, limit);
+        Ok(TableDiff {
+            columns: sa.columns.clone(),
+            key: sa.key.clone(),
+            bag: super::deployment::is_bag(sa),
+            counts,
+            examples,
+        })
+    }
+
+    /// The changelog sinks' messages not yet sent, by sink and sequence.
+    fn outbox(&self, id: i64) -> Result<Vec<SinkMessage>, TableError>;
+
+    /// Deletes `sink`'s messages up to `seq`, once they were sent.
+    fn clear_outbox(&mut self, lease: &Lease, sink: &str, seq: i64) -> Result<(), TableError>;
+
+    /// Removes the store when its catalog holds no deployment and no other
+    /// kappa process uses it; returns whether it did. For a command that
+    /// created the store and then failed. A server's database is never
+    /// removed (it may hold anything else): `false`.
+    fn remove_if_empty(self: Box<Self>) -> Result<bool, TableError>;
+}
