@@ -327,6 +327,7 @@ mod tests {
             swapped_at: None,
             progress: Progress::default(),
             note: None,
+            generation: 1,
         }
     }
 

@@ -276,6 +276,7 @@ mod tests {
             swapped_at: Some(2000),
             progress: Progress::default(),
             note: None,
+            generation: 1,
         };
         let mut history = History::default();
         history.record(crate::table::now_ms(), std::slice::from_ref(&d));

@@ -223,6 +223,9 @@ pub struct Deployment {
     pub progress: Progress,
     /// Free text shown by `kappa table status`.
     pub note: Option<String>,
+    /// Bumped by each process that takes the deployment over; a writer
+    /// whose [`Lease`](super::Lease) holds an older one is fenced off.
+    pub generation: i64,
 }
 
 /// How users know a deployment: its outputs and version, `sessions v2`.

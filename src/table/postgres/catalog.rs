@@ -17,7 +17,7 @@ use crate::table::{
 /// The columns `raw` expects, in order.
 const SELECT_DEPLOYMENT: &str = "SELECT id, job, job_version, version, params, inputs, outputs, \
      state, created_at, caught_up_at, swapped_at, records_applied, bad_rows, epochs, \
-     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late FROM kappa.deployments";
+     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late, generation FROM kappa.deployments";
 
 /// PostgreSQL truncates longer identifiers; kappa refuses them instead.
 const MAX_IDENTIFIER: usize = 63;
@@ -189,6 +189,7 @@ fn raw(r: &PgRow) -> RawDeployment {
                 late_dropped: Vec::new(),
             },
             note: r.get(18),
+            generation: r.get(20),
         },
         params: r.get(4),
         inputs: r.get(5),
