@@ -164,7 +164,7 @@ impl Data {
 /// The table of `job` equals the batch run over all rows, and verifies.
 fn assert_table_is_batch(w: &World, data: &Data, job: &StreamJob, how: &str) {
     assert_eq!(
-        table_csv(&w.path("tables.db"), job.output),
+        table_csv(&w, job.output),
         data.batch(w, job),
         "job {}: the table streamed {how} differs from batch",
         job.job
@@ -376,7 +376,7 @@ fn a_bad_record_read_by_another_process_fails_every_process_or_is_counted_by_the
         out.to_str().unwrap(),
     ]);
     let batch = std::fs::read_to_string(out.join("sessions.csv")).unwrap();
-    assert_eq!(table_csv(&w.path("tables.db"), "sessions"), batch);
+    assert_eq!(table_csv(&w, "sessions"), batch);
     // verify across processes meets the record on process 1 too: it fails
     // every process, or skips it as the stream did.
     let (ok, out, err) = cluster_verify(&w, 2, "sessions", &["-w", "1"]);

@@ -23,16 +23,41 @@ impl Rng {
     }
 }
 
-/// A temporary directory holding a log (`log/`) and a table store (`tables.db`).
+/// A temporary directory holding a log (`log/`) and a table store: the
+/// SQLite file `tables.db`, or a PostgreSQL database of its own.
 pub struct World {
     pub dir: tempfile::TempDir,
+    /// `--table-db` for every command of this world.
+    pub table_db: String,
+    _database: Option<kappa::table::postgres::TestDatabase>,
 }
 
 impl World {
     pub fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
         World {
-            dir: tempfile::tempdir().unwrap(),
+            table_db: dir.path().join("tables.db").display().to_string(),
+            dir,
+            _database: None,
         }
+    }
+    /// A world whose table store is a fresh PostgreSQL database; `None`
+    /// (with the reason printed) when no server is configured.
+    pub fn on_postgres() -> Option<World> {
+        let db = kappa::table::postgres::TestDatabase::create()?;
+        Some(World {
+            table_db: db.url.clone(),
+            dir: tempfile::tempdir().unwrap(),
+            _database: Some(db),
+        })
+    }
+    /// This world's table store.
+    pub fn addr(&self) -> kappa::table::StoreAddr {
+        self.table_db.parse().unwrap()
+    }
+    /// Opens this world's table store (it must exist).
+    pub fn store(&self) -> Box<dyn kappa::table::TableStore> {
+        kappa::table::open_existing(&self.addr()).unwrap()
     }
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
@@ -42,7 +67,7 @@ impl World {
         let mut cmd = Command::new(KAPPA);
         cmd.args(args)
             .env("KAPPA_LOG_DIR", self.path("log"))
-            .env("KAPPA_TABLE_DB", self.path("tables.db"))
+            .env("KAPPA_TABLE_DB", &self.table_db)
             .env("RUST_LOG", "warn");
         cmd
     }

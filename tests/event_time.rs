@@ -343,7 +343,7 @@ fn event_time_jobs_stream_equals_batch() {
         }
         w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
         let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
-        let streamed = table_csv(&w.path("tables.db"), job.table);
+        let streamed = table_csv(&w, job.table);
         assert!(
             batch.lines().count() > 5,
             "{}: too few rows to test anything",
@@ -456,7 +456,7 @@ fn late_drop_agrees_between_batch_and_stream() {
     run.extend(params("hopping:100/40"));
     w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(
-        table_csv(&w.path("tables.db"), "hopping1"),
+        table_csv(&w, "hopping1"),
         std::fs::read_to_string(hop_out.join("windows.csv")).unwrap()
     );
     let out = w.path("batch");
@@ -473,7 +473,7 @@ fn late_drop_agrees_between_batch_and_stream() {
     run.extend(params("tumbling:100"));
     let summary = w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
     let batch = std::fs::read_to_string(out.join("windows.csv")).unwrap();
-    assert_eq!(table_csv(&w.path("tables.db"), "dropped1"), batch);
+    assert_eq!(table_csv(&w, "dropped1"), batch);
     let dropped: u64 = summary
         .lines()
         .find(|l| l.ends_with("late events in input 'input' (late=drop)"))

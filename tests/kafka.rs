@@ -302,7 +302,7 @@ fn kafka_stream_with_kills_equals_batch() {
         args.push("--until-caught-up".into());
         w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(
-            table_csv(&w.path("tables.db"), job.output),
+            table_csv(&w, job.output),
             batch_output(&w, job, &ev_file, &users_file),
             "job {}: the table streamed from Kafka differs from batch",
             job.job

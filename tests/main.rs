@@ -15,6 +15,7 @@ mod kafka;
 mod log_cli;
 mod log_crash;
 mod nexmark;
+mod postgres;
 mod properties;
 mod readme;
 mod reliability;

@@ -8,7 +8,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use kappa::table::{DeploymentState, SqliteStore, TableStore};
+use kappa::table::DeploymentState;
 
 use crate::common::World;
 
@@ -54,7 +54,7 @@ impl World {
         String::from_utf8(out.stdout).unwrap()
     }
     fn states(&self) -> Vec<(u32, DeploymentState)> {
-        let store = SqliteStore::open(&self.path("tables.db")).unwrap();
+        let store = self.store();
         let mut v: Vec<_> = store
             .deployments_of("sessions")
             .unwrap()
@@ -107,8 +107,13 @@ const STREAM: &[&str] = &[
 
 #[test]
 fn walkthrough_stream_reprocess_swap_rollback_forward() {
+    walkthrough(&World::new());
+}
+
+/// Stream, reprocess with another parameter and swap, stream on, roll back
+/// and forward: the view always equals `kappa run` over what was produced.
+pub(crate) fn walkthrough(w: &World) {
     use DeploymentState::*;
-    let w = World::new();
     let mut all = Vec::new();
     w.ok(&["log", "create", "events", "--partitions", "2"]);
     w.produce(&mut all, &events(0, 300));

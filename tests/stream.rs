@@ -5,11 +5,9 @@
 //! SIGKILL and restarted.
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use kappa::table::{SqliteStore, TableStore};
 use kappa::value::Value;
 
 use crate::common::{Rng, World};
@@ -65,8 +63,8 @@ pub(crate) fn chunks(rng: &mut Rng, rows: &[String], max_chunks: u64) -> Vec<Vec
 }
 
 /// The live table of `output`, as sorted CSV lines (a row repeated by its multiplicity).
-pub(crate) fn table_csv(db: &Path, output: &str) -> String {
-    let store = SqliteStore::open(db).unwrap();
+pub(crate) fn table_csv(w: &World, output: &str) -> String {
+    let store = w.store();
     let d = store.find_by_output(output, None).unwrap();
     let index = d.output_index(output).unwrap();
     let rows = store.read_rows(&d.table(index)).unwrap();
@@ -126,7 +124,7 @@ pub(crate) const JOBS: &[StreamJob] = &[
 pub(crate) fn wait_for_commit(w: &World, output: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let committed = SqliteStore::open_existing(&w.path("tables.db")).is_ok_and(|store| {
+        let committed = kappa::table::open_existing(&w.addr()).is_ok_and(|store| {
             store.find_by_output(output, None).is_ok_and(|d| {
                 store
                     .offsets(d.id)
@@ -179,6 +177,20 @@ pub(crate) fn stream_args(job: &StreamJob) -> Vec<String> {
 #[test]
 fn stream_with_kills_equals_batch_for_every_job() {
     let w = World::new();
+    stream_with_kills_equals_batch(&w, || {
+        let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
+        conn.execute(
+            "UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'",
+            [],
+        )
+        .unwrap();
+    });
+}
+
+/// Every job of [`JOBS`] streamed with SIGKILLs and restarts in between
+/// ends with the table a batch run writes, and `table verify` says so; then
+/// `tamper` adds 1 to u3's count in `groups`, and `verify` must notice.
+pub(crate) fn stream_with_kills_equals_batch(w: &World, tamper: impl FnOnce()) {
     let mut rng = Rng(0x9e3779b97f4a7c15);
     let events = events(&mut rng, 1500);
     let users = users(&mut rng);
@@ -248,7 +260,7 @@ fn stream_with_kills_equals_batch_for_every_job() {
     assert!(kills >= 12);
     // The kills must have hit running streams after some commits, or the
     // resume path would go untested.
-    let store = SqliteStore::open(&w.path("tables.db")).unwrap();
+    let store = w.store();
     let resumed = JOBS
         .iter()
         .filter(|job| {
@@ -266,9 +278,9 @@ fn stream_with_kills_equals_batch_for_every_job() {
         let mut args = stream_args(job);
         args.push("--until-caught-up".into());
         w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        let batch = batch_output(&w, job, &ev_file, &users_file);
+        let batch = batch_output(w, job, &ev_file, &users_file);
         assert_eq!(
-            table_csv(&w.path("tables.db"), job.output),
+            table_csv(&w, job.output),
             batch,
             "job {}: stream table differs from batch",
             job.job
@@ -282,12 +294,7 @@ fn stream_with_kills_equals_batch_for_every_job() {
         );
     }
     // verify notices a table that no longer matches the log.
-    let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
-    conn.execute(
-        "UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'",
-        [],
-    )
-    .unwrap();
+    tamper();
     let out = w.kappa(&["table", "verify", "groups"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -425,7 +432,7 @@ fn bad_records_fail_clearly_or_are_counted() {
         .position(|h| h.eq_ignore_ascii_case("bad_rows"))
         .expect("a bad_rows column");
     assert_eq!(row[bad], "1", "{status}");
-    let table = table_csv(&w.path("tables.db"), "sessions");
+    let table = table_csv(&w, "sessions");
     assert_eq!(
         table,
         "user,start,end,events\na,10,10,1\nc,30,30,1\nd,,,1\n"
@@ -604,11 +611,7 @@ fn skew_strategies_in_streams_equal_batch_shuffle() {
         w.ok(&args);
         let output = if *job == "join" { "joined" } else { "groups" };
         let batch = std::fs::read_to_string(out.join(format!("{output}.csv"))).unwrap();
-        assert_eq!(
-            table_csv(&w.path("tables.db"), table),
-            batch.replace('"', ""),
-            "{table}"
-        );
+        assert_eq!(table_csv(&w, table), batch.replace('"', ""), "{table}");
         let verify = w.ok(&["table", "verify", table]);
         assert!(verify.contains(": identical ("), "{verify}");
     }

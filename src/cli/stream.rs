@@ -41,10 +41,11 @@ pub struct LogDirArg {
 pub struct StoreArgs {
     #[command(flatten)]
     pub sources: SourceArgs,
-    /// The table store (a SQLite database).
+    /// The table store: a SQLite file, or a PostgreSQL database
+    /// (`postgresql://USER@HOST:PORT/DB[?schema=NAME]`).
     #[arg(
         long,
-        value_name = "PATH",
+        value_name = "PATH|URL",
         env = "KAPPA_TABLE_DB",
         default_value = "kappa-data/tables.db"
     )]

@@ -21,11 +21,12 @@ use crate::value::Value;
 
 #[derive(Debug, Args)]
 pub struct TableArgs {
-    /// The table store (an SQLite file).
+    /// The table store: a SQLite file, or a PostgreSQL database
+    /// (`postgresql://USER@HOST:PORT/DB[?schema=NAME]`).
     #[arg(
         long,
         global = true,
-        value_name = "PATH",
+        value_name = "PATH|URL",
         env = "KAPPA_TABLE_DB",
         default_value = crate::table::DEFAULT_PATH
     )]

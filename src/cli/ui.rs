@@ -14,10 +14,11 @@ use crate::table::StoreAddr;
 
 #[derive(Debug, Args)]
 pub struct UiArgs {
-    /// The table store (an SQLite file).
+    /// The table store: a SQLite file, or a PostgreSQL database
+    /// (`postgresql://USER@HOST:PORT/DB[?schema=NAME]`).
     #[arg(
         long,
-        value_name = "PATH",
+        value_name = "PATH|URL",
         env = "KAPPA_TABLE_DB",
         default_value = crate::table::DEFAULT_PATH
     )]

@@ -8,10 +8,10 @@
 //! are in `sqlite/tests*.rs`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 
+use super::postgres::TestDatabase;
 use super::*;
 use crate::schema::OutputSchema;
 use crate::value::{Row, Value};
@@ -21,56 +21,8 @@ use crate::value::{Row, Value};
 pub(crate) struct Subject {
     pub store: Box<dyn TableStore>,
     pub addr: StoreAddr,
-    _guard: Guard,
-}
-
-enum Guard {
-    Dir(#[allow(dead_code)] tempfile::TempDir),
-    Database(TestDatabase),
-}
-
-/// A database created for one test on the server `KAPPA_TEST_POSTGRES`
-/// names, dropped (with its connections) when this is.
-pub(crate) struct TestDatabase {
-    admin: String,
-    name: String,
-    pub url: String,
-}
-
-impl TestDatabase {
-    /// A fresh database, or `None` (with the reason printed) when no server
-    /// is configured; panics then under `KAPPA_REQUIRE_SERVICES`.
-    pub fn create() -> Option<TestDatabase> {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let Ok(admin) = std::env::var("KAPPA_TEST_POSTGRES") else {
-            let why = "no PostgreSQL server: set KAPPA_TEST_POSTGRES=postgresql://USER@HOST:PORT/DB \
-                       (.ci/run starts one and sets it)";
-            assert!(std::env::var("KAPPA_REQUIRE_SERVICES").is_err(), "{why}");
-            eprintln!("SKIPPED the PostgreSQL half of this test: {why}");
-            return None;
-        };
-        let name = format!(
-            "kappa_unit_{}_{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut client = ::postgres::Client::connect(&admin, ::postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot connect to KAPPA_TEST_POSTGRES: {e}"));
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        let base = admin.split('?').next().unwrap();
-        let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
-        Some(TestDatabase { admin, name, url })
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        if let Ok(mut c) = ::postgres::Client::connect(&self.admin, ::postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
+    _dir: Option<tempfile::TempDir>,
+    _database: Option<TestDatabase>,
 }
 
 /// A SQLite store and, when a server is there, a PostgreSQL one.
@@ -80,14 +32,16 @@ pub(crate) fn subjects() -> Vec<Subject> {
     let mut out = vec![Subject {
         store: open(&addr).unwrap(),
         addr,
-        _guard: Guard::Dir(dir),
+        _dir: Some(dir),
+        _database: None,
     }];
     if let Some(db) = TestDatabase::create() {
         let addr = StoreAddr::parse(&db.url).unwrap();
         out.push(Subject {
             store: open(&addr).unwrap(),
             addr,
-            _guard: Guard::Database(db),
+            _dir: None,
+            _database: Some(db),
         });
     }
     out
@@ -152,15 +106,29 @@ fn s(x: &str) -> Value {
 /// Keys: NULL, `1` beside `1.0` (distinct values), a negative; values:
 /// NULL and text that would break SQL or COPY if it were ever spliced.
 fn keys() -> Vec<Value> {
-    vec![Value::Null, Value::Int(1), Value::float(1.0), Value::Int(-7)]
+    vec![
+        Value::Null,
+        Value::Int(1),
+        Value::float(1.0),
+        Value::Int(-7),
+    ]
 }
 
 fn texts() -> Vec<Value> {
-    vec![Value::Null, s("it's; \"x\" --"), s("tab\there\nnew line \\N \\")]
+    vec![
+        Value::Null,
+        s("it's; \"x\" --"),
+        s("tab\there\nnew line \\N \\"),
+    ]
 }
 
 fn arb_epochs() -> impl Strategy<Value = Vec<Vec<(usize, usize, usize, isize)>>> {
-    let change = (0usize..2, 0usize..4, 0usize..3, prop_oneof![-3isize..0, 1isize..4]);
+    let change = (
+        0usize..2,
+        0usize..4,
+        0usize..3,
+        prop_oneof![-3isize..0, 1isize..4],
+    );
     proptest::collection::vec(proptest::collection::vec(change, 0..12), 1..6)
 }
 
@@ -217,7 +185,10 @@ fn a_failed_epoch_writes_nothing() {
         let d = store
             .create_deployment(&new_deployment(outputs, DeploymentState::Building))
             .unwrap();
-        let first = vec![vec![(vec![s("x"), Value::Int(1)], 1)], vec![(vec![s("y")], 2)]];
+        let first = vec![
+            vec![(vec![s("x"), Value::Int(1)], 1)],
+            vec![(vec![s("y")], 2)],
+        ];
         commit(store, d.id, first, 10).unwrap();
         let state = |store: &dyn TableStore| {
             (
@@ -230,11 +201,17 @@ fn a_failed_epoch_writes_nothing() {
         let before = state(store);
         let failing: Vec<Vec<Vec<(Row, isize)>>> = vec![
             vec![
-                vec![(vec![s("x"), Value::Int(1)], -1), (vec![s("z"), Value::Int(3)], 1)],
+                vec![
+                    (vec![s("x"), Value::Int(1)], -1),
+                    (vec![s("z"), Value::Int(3)], 1),
+                ],
                 vec![(vec![s("nope")], -1)],
             ],
             vec![vec![], vec![(vec![s("y")], -3)]],
-            vec![vec![(vec![s("q"), Value::Int(1)], 1), (vec![s("r")], 1)], vec![]],
+            vec![
+                vec![(vec![s("q"), Value::Int(1)], 1), (vec![s("r")], 1)],
+                vec![],
+            ],
             vec![vec![], vec![], vec![(vec![s("w")], 1)]],
         ];
         for changes in failing {
@@ -264,7 +241,10 @@ fn a_stale_owner_is_fenced_off_and_a_second_is_refused_the_lock() {
     for mut subject in subjects() {
         let store = &mut *subject.store;
         let d = store
-            .create_deployment(&new_deployment(vec![schema("o", &["k"], &[0])], DeploymentState::Live))
+            .create_deployment(&new_deployment(
+                vec![schema("o", &["k"], &[0])],
+                DeploymentState::Live,
+            ))
             .unwrap();
         let held = store.lock(&d).unwrap();
         let err = store.lock(&d).unwrap_err();
@@ -274,11 +254,15 @@ fn a_stale_owner_is_fenced_off_and_a_second_is_refused_the_lock() {
         let first = store.take_over(d.id, "pid 1 on a").unwrap();
         let stats = EpochStats::default();
         let one = vec![vec![(vec![s("a")], 1)]];
-        store.commit_epoch(&first, &one, &[offset(1)], &stats).unwrap();
+        store
+            .commit_epoch(&first, &one, &[offset(1)], &stats)
+            .unwrap();
         let second = store.take_over(d.id, "pid 2 on b").unwrap();
         assert_eq!(store.owner(d.id).unwrap().as_deref(), Some("pid 2 on b"));
         let two = vec![vec![(vec![s("b")], 1)]];
-        let err = store.commit_epoch(&first, &two, &[offset(2)], &stats).unwrap_err();
+        let err = store
+            .commit_epoch(&first, &two, &[offset(2)], &stats)
+            .unwrap_err();
         assert!(
             matches!(&err, TableError::Fenced { owner, .. } if owner == "pid 2 on b"),
             "{err}"
@@ -289,10 +273,16 @@ fn a_stale_owner_is_fenced_off_and_a_second_is_refused_the_lock() {
             store.check_lease(&first),
             store.clear_outbox(&first, "o", 1),
         ] {
-            assert!(matches!(refused, Err(TableError::Fenced { .. })), "{}", subject.addr);
+            assert!(
+                matches!(refused, Err(TableError::Fenced { .. })),
+                "{}",
+                subject.addr
+            );
         }
         assert_eq!(store.read_rows(&d.table(0)).unwrap().len(), 1);
-        store.commit_epoch(&second, &two, &[offset(2)], &stats).unwrap();
+        store
+            .commit_epoch(&second, &two, &[offset(2)], &stats)
+            .unwrap();
         assert_eq!(store.read_rows(&d.table(0)).unwrap().len(), 2);
     }
 }
@@ -302,40 +292,67 @@ fn versions_swap_roll_back_and_drop() {
     for mut subject in subjects() {
         let store = &mut *subject.store;
         let out = || vec![schema("sessions", &["user", "n"], &[0])];
-        let v1 = store.create_deployment(&new_deployment(out(), DeploymentState::Live)).unwrap();
-        commit(store, v1.id, vec![vec![(vec![s("a"), Value::Int(1)], 1)]], 1).unwrap();
+        let v1 = store
+            .create_deployment(&new_deployment(out(), DeploymentState::Live))
+            .unwrap();
+        commit(
+            store,
+            v1.id,
+            vec![vec![(vec![s("a"), Value::Int(1)], 1)]],
+            1,
+        )
+        .unwrap();
         let v2 = store
             .create_deployment(&new_deployment(out(), DeploymentState::Building))
             .unwrap();
         assert_eq!(v2.version, TableVersion(2));
-        let rows = vec![(vec![s("a"), Value::Int(2)], 1), (vec![s("b"), Value::Int(1)], 1)];
+        let rows = vec![
+            (vec![s("a"), Value::Int(2)], 1),
+            (vec![s("b"), Value::Int(1)], 1),
+        ];
         commit(store, v2.id, vec![rows], 1).unwrap();
         let diff = store.diff("sessions", 1, 2, 10).unwrap();
         assert_eq!((diff.counts.added, diff.counts.changed), (1, 1));
         assert_eq!(store.find_by_output("sessions", None).unwrap().id, v1.id);
         assert_eq!(store.swap(v2.id).unwrap(), vec![v1.id]);
         assert_eq!(store.find_by_output("SESSIONS", None).unwrap().id, v2.id);
-        assert_eq!(store.deployment(v1.id).unwrap().state, DeploymentState::Retired);
+        assert_eq!(
+            store.deployment(v1.id).unwrap().state,
+            DeploymentState::Retired
+        );
         // Rollback: reopen v1, swap it back in.
         store.reopen(v1.id).unwrap();
         assert_eq!(store.swap(v1.id).unwrap(), vec![v2.id]);
-        assert!(matches!(store.drop_deployment(v1.id), Err(TableError::StateConflict { .. })));
+        assert!(matches!(
+            store.drop_deployment(v1.id),
+            Err(TableError::StateConflict { .. })
+        ));
         store.drop_deployment(v2.id).unwrap();
-        assert!(matches!(store.read_rows(&v2.table(0)), Err(TableError::TableNotFound { .. })));
+        assert!(matches!(
+            store.read_rows(&v2.table(0)),
+            Err(TableError::TableNotFound { .. })
+        ));
         // A building version that never committed leaves no trace.
         let v3 = store
             .create_deployment(&new_deployment(out(), DeploymentState::Building))
             .unwrap();
         assert_eq!(v3.version, TableVersion(3));
         let l3 = store.take_over(v3.id, "me").unwrap();
-        assert!(store.abandon_unused(&l3, DeploymentState::Building).unwrap());
+        assert!(
+            store
+                .abandon_unused(&l3, DeploymentState::Building)
+                .unwrap()
+        );
         let v3 = store
             .create_deployment(&new_deployment(out(), DeploymentState::Building))
             .unwrap();
         assert_eq!(v3.version, TableVersion(3), "{}", subject.addr);
         commit(store, v3.id, vec![vec![]], 1).unwrap();
         store.swap(v3.id).unwrap();
-        assert_eq!(store.retire_old(&["sessions".into()], 0).unwrap(), vec![v1.id]);
+        assert_eq!(
+            store.retire_old(&["sessions".into()], 0).unwrap(),
+            vec![v1.id]
+        );
         let page = store.read_page(&v3.table(0), 10).unwrap();
         assert_eq!((page.distinct, page.total), (0, 0));
         assert_eq!(store.deployments_of("sessions").unwrap().len(), 3);
@@ -346,11 +363,22 @@ fn versions_swap_roll_back_and_drop() {
 fn sinks_get_upserts_by_key_and_bags_their_counts() {
     for mut subject in subjects() {
         let store = &mut *subject.store;
-        let outputs = vec![schema("g", &["k", "n"], &[0]), schema("pairs", &["a", "b"], &[0, 1])];
-        let d = store.create_deployment(&new_deployment(outputs, DeploymentState::Live)).unwrap();
+        let outputs = vec![
+            schema("g", &["k", "n"], &[0]),
+            schema("pairs", &["a", "b"], &[0, 1]),
+        ];
+        let d = store
+            .create_deployment(&new_deployment(outputs, DeploymentState::Live))
+            .unwrap();
         let sinks = [
-            SinkSpec { name: "g".into(), output: 0 },
-            SinkSpec { name: "pairs".into(), output: 1 },
+            SinkSpec {
+                name: "g".into(),
+                output: 0,
+            },
+            SinkSpec {
+                name: "pairs".into(),
+                output: 1,
+            },
         ];
         let l = lease(store, d.id);
         let stats = EpochStats::default();
@@ -358,12 +386,16 @@ fn sinks_get_upserts_by_key_and_bags_their_counts() {
             vec![(vec![s("a"), Value::Int(1)], 1)],
             vec![(vec![s("x"), Value::Int(1)], 2)],
         ];
-        store.commit_epoch_with_sinks(&l, &changes, &[offset(1)], &stats, &sinks).unwrap();
+        store
+            .commit_epoch_with_sinks(&l, &changes, &[offset(1)], &stats, &sinks)
+            .unwrap();
         let changes = vec![
             vec![(vec![s("a"), Value::Int(1)], -1)],
             vec![(vec![s("x"), Value::Int(1)], -1)],
         ];
-        store.commit_epoch_with_sinks(&l, &changes, &[offset(2)], &stats, &sinks).unwrap();
+        store
+            .commit_epoch_with_sinks(&l, &changes, &[offset(2)], &stats, &sinks)
+            .unwrap();
         let got: Vec<(String, i64, String, Option<String>)> = store
             .outbox(d.id)
             .unwrap()

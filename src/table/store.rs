@@ -22,7 +22,7 @@ use super::{
 
 /// The output tables of deployments, with their catalog: see the module docs
 /// of [`crate::table`].
-pub trait TableStore: Send {
+pub trait TableStore: Send + std::fmt::Debug {
     /// Where the store is, for messages: a path, or a URL without its password.
     fn describe(&self) -> String;
 

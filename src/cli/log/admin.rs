@@ -22,7 +22,7 @@ pub struct DeleteArgs {
     #[arg(long)]
     force: bool,
     /// The table store whose deployments are checked.
-    #[arg(long, value_name = "PATH", env = "KAPPA_TABLE_DB", default_value = crate::table::DEFAULT_PATH)]
+    #[arg(long, value_name = "PATH|URL", env = "KAPPA_TABLE_DB", default_value = crate::table::DEFAULT_PATH)]
     table_db: StoreAddr,
 }
 

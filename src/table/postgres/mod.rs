@@ -50,7 +50,10 @@ mod epoch;
 mod lock;
 mod rows;
 mod swap;
+mod test_database;
 mod values;
+
+pub use test_database::TestDatabase;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -623,3 +626,6 @@ impl TableStore for PgStore {
         Ok(false)
     }
 }
+
+#[cfg(test)]
+mod tests;
