@@ -10,7 +10,7 @@
 //! is skipped with a printed reason, or fails under
 //! `KAPPA_REQUIRE_SERVICES=1` (CI).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,11 @@ fn reprocess_swap_and_rollback_on_postgres() {
         .collect();
     seen.sort();
     let shown = w.ok(&["table", "show", "sessions", "--csv", "--limit", "1000000"]);
-    let mut shown: Vec<&str> = shown.lines().skip(1).filter(|l| !l.contains(" distinct rows")).collect();
+    let mut shown: Vec<&str> = shown
+        .lines()
+        .skip(1)
+        .filter(|l| !l.contains(" distinct rows"))
+        .collect();
     shown.sort();
     assert_eq!(seen, shown);
 }
@@ -167,7 +171,11 @@ fn a_second_writer_is_refused_and_passwords_are_never_printed() {
             "--until-caught-up",
         ][..],
     ] {
-        let out = w.kappa(args).env("KAPPA_TABLE_DB", &with_password).output().unwrap();
+        let out = w
+            .kappa(args)
+            .env("KAPPA_TABLE_DB", &with_password)
+            .output()
+            .unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -176,7 +184,11 @@ fn a_second_writer_is_refused_and_passwords_are_never_printed() {
         assert!(!text.contains("hunter2"), "{args:?}: {text}");
     }
     let bad = with_password.replacen("/kappa", "/no_such_db_", 1);
-    let out = w.kappa(&["table", "status"]).env("KAPPA_TABLE_DB", &bad).output().unwrap();
+    let out = w
+        .kappa(&["table", "status"])
+        .env("KAPPA_TABLE_DB", &bad)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -199,10 +211,18 @@ struct Cluster {
     bin: PathBuf,
     dir: tempfile::TempDir,
     port: u16,
+    /// Extra server settings (`-c NAME=VALUE ...`).
+    settings: String,
 }
 
 impl Cluster {
     fn start() -> Option<Cluster> {
+        Cluster::start_with(|_| String::new())
+    }
+
+    /// A cluster; `configure` may write files into its directory (before
+    /// the server starts) and returns extra server settings.
+    fn start_with(configure: impl FnOnce(&Path) -> String) -> Option<Cluster> {
         let Ok(bin) = std::env::var("KAPPA_TEST_PGBIN") else {
             let why = "no PostgreSQL binaries: set KAPPA_TEST_PGBIN (.ci/run sets it)";
             assert!(std::env::var("KAPPA_REQUIRE_SERVICES").is_err(), "{why}");
@@ -215,10 +235,11 @@ impl Cluster {
             .local_addr()
             .unwrap()
             .port();
-        let c = Cluster {
+        let mut c = Cluster {
             bin: bin.into(),
             dir,
             port,
+            settings: String::new(),
         };
         c.as_postgres(&format!("chown postgres {}", c.dir.path().display()), true);
         c.as_postgres(
@@ -229,6 +250,8 @@ impl Cluster {
             ),
             false,
         );
+        c.settings = configure(c.dir.path());
+        c.as_postgres(&format!("chown -R postgres {}", c.dir.path().display()), true);
         c.pg_ctl("start");
         Some(c)
     }
@@ -242,9 +265,10 @@ impl Cluster {
         self.as_postgres(
             &format!(
                 "{}/pg_ctl -D {d}/data -l {d}/log -w -m fast {action} \
-                 -o '-p {} -k {d} -c listen_addresses=127.0.0.1 -c fsync=off'",
+                 -o '-p {} -k {d} -c listen_addresses=127.0.0.1 -c fsync=off {}'",
                 self.bin.display(),
-                self.port
+                self.port,
+                self.settings
             ),
             false,
         );
@@ -382,4 +406,77 @@ fn applied(url: &str) -> i64 {
             .ok()
         })
         .map_or(0, |r| r.get(0))
+}
+
+/// A server that accepts only TLS connections: `sslmode=require` and
+/// `verify-full` with the server's root certificate connect; no TLS, or a
+/// certificate that cannot be checked, is a clear error.
+#[test]
+fn tls_is_used_when_the_url_asks_for_it() {
+    let Some(cluster) = Cluster::start_with(|dir| {
+        let status = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(dir.join("key.pem"))
+            .arg("-out")
+            .arg(dir.join("cert.pem"))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "openssl req");
+        std::fs::write(
+            dir.join("hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 reject\n",
+        )
+        .unwrap();
+        Command::new("chmod")
+            .arg("600")
+            .arg(dir.join("key.pem"))
+            .status()
+            .unwrap();
+        format!(
+            "-c ssl=on -c ssl_cert_file={d}/cert.pem -c ssl_key_file={d}/key.pem -c hba_file={d}/hba.conf",
+            d = dir.display()
+        )
+    }) else {
+        return;
+    };
+    let mut w = World::new();
+    w.ok(&["log", "create", "clicks"]);
+    let file = w.write("c.csv", "key,n\na,1\nb,2\na,3\n");
+    w.ok(&["log", "produce", "clicks", "--file", &file]);
+    let stream = [
+        "stream",
+        "count-by",
+        "-i",
+        "input=clicks",
+        "-p",
+        "key=key",
+        "--until-caught-up",
+        "-q",
+    ];
+    let cert = cluster.dir.path().join("cert.pem");
+    let base = cluster.url();
+    w.table_db = format!("{base}?sslmode=disable");
+    let err = w.fails(&stream);
+    assert!(
+        err.contains("no encryption") || err.contains("rejects connection"),
+        "{err}"
+    );
+    w.table_db = format!("{base}?sslmode=verify-full");
+    let err = w.fails(&stream);
+    assert!(err.contains("certificate"), "{err}");
+    w.table_db = format!("{base}?sslmode=require");
+    w.ok(&stream);
+    w.table_db = format!("{base}?sslmode=verify-full&sslrootcert={}", cert.display());
+    w.ok(&stream);
+    assert_eq!(table_csv(&w, "counts"), "key,count\na,2\nb,1\n");
 }

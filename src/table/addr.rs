@@ -6,9 +6,17 @@
 //! prints) masks it, in the URL's user part and in a `password=` option;
 //! only [`PgAddr::conninfo`] hands the real URL to the client.
 //!
-//! One option is kappa's own and is taken out before the URL reaches the
-//! client: `schema=NAME`, the schema of the output tables and their views
-//! (default `public`). The catalog is always in schema `kappa`.
+//! Some options are taken out before the URL reaches the client, which does
+//! not know them:
+//! - `schema=NAME`, kappa's own: the schema of the output tables and their
+//!   views (default `public`). The catalog is always in schema `kappa`.
+//! - libpq's TLS options, with libpq's meaning: `sslmode=disable|prefer|
+//!   require|verify-ca|verify-full` (default `prefer`: TLS when the server
+//!   offers it; `prefer` and `require` do not check the certificate,
+//!   `verify-ca` checks it against the root certificates, `verify-full`
+//!   also checks the host name), `sslrootcert=PATH` (PEM; else the system's
+//!   roots), and a client certificate `sslcert=PATH` with `sslkey=PATH`
+//!   (PEM, the key in PKCS#8).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -33,6 +41,37 @@ pub struct PgAddr {
     url: String,
     /// The schema of the output tables and views.
     schema: String,
+    /// How the connection is encrypted and the server checked.
+    tls: Tls,
+    /// The options taken out of the URL, as given, for display.
+    taken: Vec<String>,
+}
+
+/// libpq's `sslmode` and certificate files (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// `sslmode`.
+    pub mode: TlsMode,
+    /// `sslrootcert`: the roots a server certificate is checked against.
+    pub root_cert: Option<PathBuf>,
+    /// `sslcert` and `sslkey`: a client certificate and its key.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+/// libpq's `sslmode` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Never TLS.
+    Disable,
+    /// TLS when the server offers it; the certificate is not checked.
+    #[default]
+    Prefer,
+    /// TLS or no connection; the certificate is not checked.
+    Require,
+    /// TLS, with the certificate checked against the roots.
+    VerifyCa,
+    /// TLS, with the certificate checked, host name included.
+    VerifyFull,
 }
 
 impl PgAddr {
@@ -45,6 +84,11 @@ impl PgAddr {
     pub fn schema(&self) -> &str {
         &self.schema
     }
+
+    /// The TLS settings.
+    pub fn tls(&self) -> &Tls {
+        &self.tls
+    }
 }
 
 impl StoreAddr {
@@ -55,14 +99,49 @@ impl StoreAddr {
             return Ok(StoreAddr::Sqlite(PathBuf::from(text)));
         }
         let (base, query) = text.split_once('?').unwrap_or((text, ""));
+        let bad = |reason: String| TableError::BadAddress {
+            addr: mask(text),
+            reason,
+        };
         let mut schema = "public".to_string();
-        let mut kept = Vec::new();
+        let mut tls = Tls::default();
+        let (mut cert, mut key) = (None, None);
+        let (mut kept, mut taken) = (Vec::new(), Vec::new());
         for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("schema", name)) => schema = name.to_string(),
-                _ => kept.push(pair),
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match k {
+                "schema" => schema = v.to_string(),
+                "sslmode" => {
+                    tls.mode = match v {
+                        "disable" => TlsMode::Disable,
+                        "prefer" => TlsMode::Prefer,
+                        "require" => TlsMode::Require,
+                        "verify-ca" => TlsMode::VerifyCa,
+                        "verify-full" => TlsMode::VerifyFull,
+                        other => {
+                            return Err(bad(format!(
+                                "sslmode '{other}' is not one of disable, prefer, require, verify-ca, verify-full"
+                            )));
+                        }
+                    }
+                }
+                "sslrootcert" => tls.root_cert = Some(PathBuf::from(v)),
+                "sslcert" => cert = Some(PathBuf::from(v)),
+                "sslkey" => key = Some(PathBuf::from(v)),
+                _ => {
+                    kept.push(pair);
+                    continue;
+                }
+            }
+            if k != "schema" {
+                taken.push(pair.to_string());
             }
         }
+        tls.client_cert = match (cert, key) {
+            (Some(c), Some(k)) => Some((c, k)),
+            (None, None) => None,
+            _ => return Err(bad("sslcert and sslkey go together".into())),
+        };
         ident::check("schema", &schema)?;
         let url = if kept.is_empty() {
             base.to_string()
@@ -70,12 +149,14 @@ impl StoreAddr {
             format!("{base}?{}", kept.join("&"))
         };
         if let Err(e) = postgres::Config::from_str(&url) {
-            return Err(TableError::BadAddress {
-                addr: mask(text),
-                reason: e.to_string(),
-            });
+            return Err(bad(e.to_string()));
         }
-        Ok(StoreAddr::Postgres(PgAddr { url, schema }))
+        Ok(StoreAddr::Postgres(PgAddr {
+            url,
+            schema,
+            tls,
+            taken,
+        }))
     }
 
     /// The SQLite file, if that is what it is.
@@ -124,10 +205,18 @@ impl fmt::Display for StoreAddr {
 
 impl fmt::Display for PgAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&mask(&self.url))?;
+        let mut options = self.taken.clone();
         if self.schema != "public" {
-            let sep = if self.url.contains('?') { '&' } else { '?' };
-            write!(f, "{sep}schema={}", self.schema)?;
+            options.push(format!("schema={}", self.schema));
+        }
+        f.write_str(&mask(&self.url))?;
+        for (i, o) in options.iter().enumerate() {
+            let sep = if i == 0 && !self.url.contains('?') {
+                '?'
+            } else {
+                '&'
+            };
+            write!(f, "{sep}{o}")?;
         }
         Ok(())
     }

@@ -45,7 +45,7 @@ mod store;
 #[cfg(test)]
 mod contract;
 
-pub use addr::{PgAddr, StoreAddr, mask};
+pub use addr::{PgAddr, StoreAddr, Tls, TlsMode, mask};
 pub use deployment::{
     Deployment, DeploymentState, EpochStats, InputOffset, NewDeployment, PartitionLag, Progress,
     TablePage, TableVersion,

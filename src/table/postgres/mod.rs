@@ -60,8 +60,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use postgres::{Client, Config, NoTls};
+use postgres::config::SslMode;
+use postgres::{Client, Config};
 
+use super::addr::TlsMode;
 use super::{
     Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
     PgAddr, SinkMessage, SinkSpec, TableError, TablePage, TableStore, ident,
@@ -427,7 +429,14 @@ pub(super) fn connect_client(addr: &PgAddr) -> Result<Client, TableError> {
     if config.get_application_name().is_none() {
         config.application_name("kappa");
     }
-    let mut client = config.connect(NoTls).map_err(|e| {
+    let tls = addr.tls();
+    config.ssl_mode(match tls.mode {
+        TlsMode::Disable => SslMode::Disable,
+        TlsMode::Prefer => SslMode::Prefer,
+        _ => SslMode::Require,
+    });
+    let connector = tls_connector(addr)?;
+    let mut client = config.connect(connector).map_err(|e| {
         let TableError::Postgres { message, .. } = TableError::from(e) else {
             unreachable!("a client error converts to Postgres")
         };
@@ -440,6 +449,43 @@ pub(super) fn connect_client(addr: &PgAddr) -> Result<Client, TableError> {
     // Floats as text round-trip exactly (the default since PostgreSQL 12).
     client.batch_execute("SET extra_float_digits = 1")?;
     Ok(client)
+}
+
+/// The TLS connector for `addr`'s `sslmode` and certificate files: OpenSSL
+/// (through native-tls), as libpq uses it.
+fn tls_connector(addr: &PgAddr) -> Result<postgres_native_tls::MakeTlsConnector, TableError> {
+    let tls = addr.tls();
+    let bad = |what: &str, e: &dyn std::fmt::Display| TableError::BadAddress {
+        addr: addr.to_string(),
+        reason: format!("{what}: {e}"),
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| bad(&format!("cannot read {}", path.display()), &e))
+    };
+    let mut builder = native_tls::TlsConnector::builder();
+    match tls.mode {
+        TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => {
+            builder
+                .danger_accept_invalid_certs(true)
+                .danger_accept_invalid_hostnames(true);
+        }
+        TlsMode::VerifyCa => {
+            builder.danger_accept_invalid_hostnames(true);
+        }
+        TlsMode::VerifyFull => {}
+    }
+    if let Some(path) = &tls.root_cert {
+        let cert = native_tls::Certificate::from_pem(&read(path)?)
+            .map_err(|e| bad(&format!("sslrootcert {}", path.display()), &e))?;
+        builder.add_root_certificate(cert);
+    }
+    if let Some((cert, key)) = &tls.client_cert {
+        let identity = native_tls::Identity::from_pkcs8(&read(cert)?, &read(key)?)
+            .map_err(|e| bad("sslcert/sslkey", &e))?;
+        builder.identity(identity);
+    }
+    let connector = builder.build().map_err(|e| bad("TLS", &e))?;
+    Ok(postgres_native_tls::MakeTlsConnector::new(connector))
 }
 
 impl TableStore for PgStore {
