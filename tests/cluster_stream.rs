@@ -164,7 +164,7 @@ impl Data {
 /// The table of `job` equals the batch run over all rows, and verifies.
 fn assert_table_is_batch(w: &World, data: &Data, job: &StreamJob, how: &str) {
     assert_eq!(
-        table_csv(&w, job.output),
+        table_csv(w, job.output),
         data.batch(w, job),
         "job {}: the table streamed {how} differs from batch",
         job.job

@@ -251,7 +251,10 @@ impl Cluster {
             false,
         );
         c.settings = configure(c.dir.path());
-        c.as_postgres(&format!("chown -R postgres {}", c.dir.path().display()), true);
+        c.as_postgres(
+            &format!("chown -R postgres {}", c.dir.path().display()),
+            true,
+        );
         c.pg_ctl("start");
         Some(c)
     }

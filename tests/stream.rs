@@ -249,7 +249,7 @@ pub(crate) fn stream_with_kills_equals_batch(w: &World, tamper: impl FnOnce()) {
             if i + 1 == plan.len() {
                 // The last kill of each job (when all its topics have rows)
                 // comes after a commit, so every job's resume path is exercised.
-                wait_for_commit(&w, job.output);
+                wait_for_commit(w, job.output);
             }
             std::thread::sleep(Duration::from_millis(rng.below(250)));
             child.kill().unwrap(); // SIGKILL
@@ -280,7 +280,7 @@ pub(crate) fn stream_with_kills_equals_batch(w: &World, tamper: impl FnOnce()) {
         w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let batch = batch_output(w, job, &ev_file, &users_file);
         assert_eq!(
-            table_csv(&w, job.output),
+            table_csv(w, job.output),
             batch,
             "job {}: stream table differs from batch",
             job.job

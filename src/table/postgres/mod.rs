@@ -426,6 +426,11 @@ pub(super) fn connect_client(addr: &PgAddr) -> Result<Client, TableError> {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
+    if config.get_password().is_none()
+        && let Some(password) = password_for(&config)
+    {
+        config.password(password);
+    }
     if config.get_application_name().is_none() {
         config.application_name("kappa");
     }
@@ -449,6 +454,63 @@ pub(super) fn connect_client(addr: &PgAddr) -> Result<Client, TableError> {
     // Floats as text round-trip exactly (the default since PostgreSQL 12).
     client.batch_execute("SET extra_float_digits = 1")?;
     Ok(client)
+}
+
+/// A password for a URL without one, as libpq finds it: `$PGPASSWORD`, else
+/// the first matching line of `$PGPASSFILE` or `~/.pgpass`
+/// (`host:port:database:user:password`, `*` matching anything).
+fn password_for(config: &Config) -> Option<String> {
+    if let Ok(p) = std::env::var("PGPASSWORD") {
+        return Some(p);
+    }
+    let file = std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))?;
+    let text = std::fs::read_to_string(file).ok()?;
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or_default().to_string();
+    let db = config
+        .get_dbname()
+        .map_or_else(|| user.clone(), str::to_string);
+    pgpass_lookup(&text, [&host, &port, &db, &user])
+}
+
+/// The password of the first `.pgpass` line whose fields match `wanted`.
+fn pgpass_lookup(text: &str, wanted: [&str; 4]) -> Option<String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .find_map(|line| {
+            let fields = pgpass_fields(line);
+            let [h, p, d, u, password] = <[String; 5]>::try_from(fields).ok()?;
+            let matches = [h, p, d, u]
+                .iter()
+                .zip(wanted)
+                .all(|(f, w)| f == "*" || f == w);
+            matches.then_some(password)
+        })
+}
+
+/// A `.pgpass` line's fields: `:` separates them, `\` escapes `:` and `\`.
+fn pgpass_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => fields.last_mut().unwrap().extend(chars.next()),
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut().unwrap().push(c),
+        }
+    }
+    fields
 }
 
 /// The TLS connector for `addr`'s `sslmode` and certificate files: OpenSSL

@@ -310,3 +310,20 @@ fn an_unreachable_server_is_a_clear_error_without_the_password() {
     );
     assert!(!err.contains("s3cret"), "{err}");
 }
+
+#[test]
+fn pgpass_lines_match_like_libpq() {
+    let text = "# comment\ndb:5432:shop:app:first\n*:*:*:other:se\\:cret\n";
+    assert_eq!(
+        super::pgpass_lookup(text, ["db", "5432", "shop", "app"]).as_deref(),
+        Some("first")
+    );
+    assert_eq!(
+        super::pgpass_lookup(text, ["h", "1", "x", "other"]).as_deref(),
+        Some("se:cret")
+    );
+    assert_eq!(
+        super::pgpass_lookup(text, ["db", "5433", "shop", "app"]),
+        None
+    );
+}

@@ -257,7 +257,7 @@ mod tests {
             vec![Value::Int(1), Value::str("")],
             vec![Value::str("1"), Value::Null],
         ] {
-            assert_ne!(row_id(&a), row_id(&b.into()));
+            assert_ne!(row_id(&a), row_id(&b));
         }
     }
 

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use super::epoch::{TableSql, apply, write_offsets};
 use super::tests::{commit, new_deployment, offset, row, schema, select_all, store};
 use super::*;
-use crate::value::{Row, Value};
+use crate::value::Value;
 
 fn s(x: &str) -> Value {
     Value::str(x)
@@ -148,57 +148,4 @@ fn two_processes_write_different_deployments_at_once() {
         assert_eq!(store.read_rows(&d.table(0)).unwrap().len(), 30);
         assert_eq!(store.deployment(d.id).unwrap().progress.epochs, 30);
     }
-}
-
-/// What one change costs in `commit_epoch` (PERF.md expects about a
-/// microsecond): 200k inserts, 200k updates (a retraction and an insertion
-/// each) and 200k deletes, in epochs of 20k, into a table keyed by a string.
-/// A timing, not a check: run it by hand on a quiet machine with
-/// `cargo test --release --lib epoch_commit_cost -- --ignored --nocapture`.
-#[test]
-#[ignore = "timing, run by hand"]
-fn epoch_commit_cost_per_change() {
-    let (_dir, mut store) = store();
-    let d = store
-        .create_deployment(&new_deployment(
-            "j",
-            vec![schema("counts", &["k", "n"], &[0])],
-            DeploymentState::Live,
-        ))
-        .unwrap();
-    let n = 200_000i64;
-    let per = 20_000i64;
-    let key = |i: i64| Value::str(&format!("key-{i:08}"));
-    let t = std::time::Instant::now();
-    for e in 0..n / per {
-        let rows = (e * per..(e + 1) * per)
-            .map(|i| (row(&[key(i), Value::Int(1)]), 1))
-            .collect();
-        commit(&mut store, d.id, vec![rows], e as u64 + 1).unwrap();
-    }
-    let ins = t.elapsed();
-    let t = std::time::Instant::now();
-    for e in 0..n / per {
-        let mut rows: Vec<(Row, isize)> = Vec::new();
-        for i in e * per..(e + 1) * per {
-            rows.push((row(&[key(i), Value::Int(1)]), -1));
-            rows.push((row(&[key(i), Value::Int(2)]), 1));
-        }
-        commit(&mut store, d.id, vec![rows], 100 + e as u64).unwrap();
-    }
-    let upd = t.elapsed();
-    let t = std::time::Instant::now();
-    for e in 0..n / per {
-        let rows = (e * per..(e + 1) * per)
-            .map(|i| (row(&[key(i), Value::Int(2)]), -1))
-            .collect();
-        commit(&mut store, d.id, vec![rows], 200 + e as u64).unwrap();
-    }
-    let del = t.elapsed();
-    eprintln!(
-        "insert {:.2} us/change, update {:.2} us/change (2 changes), delete {:.2} us/change",
-        ins.as_secs_f64() * 1e6 / n as f64,
-        upd.as_secs_f64() * 1e6 / (2 * n) as f64,
-        del.as_secs_f64() * 1e6 / n as f64
-    );
 }
