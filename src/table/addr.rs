@@ -287,10 +287,24 @@ mod tests {
             panic!("a URL")
         };
         assert_eq!(pg.schema(), "serving");
+        assert_eq!(pg.conninfo(), "postgresql://app@db:5432/shop");
+        assert_eq!(pg.tls().mode, TlsMode::Require);
         assert_eq!(
-            pg.conninfo(),
-            "postgresql://app@db:5432/shop?sslmode=require"
+            pg.to_string(),
+            "postgresql://app@db:5432/shop?sslmode=require&schema=serving"
         );
+        let StoreAddr::Postgres(pg) = StoreAddr::parse(
+            "postgres://h/db?sslmode=verify-full&sslrootcert=/ca.pem&connect_timeout=3",
+        )
+        .unwrap() else {
+            panic!("a URL")
+        };
+        assert_eq!(pg.tls().mode, TlsMode::VerifyFull);
+        assert_eq!(pg.tls().root_cert.as_deref(), Some(Path::new("/ca.pem")));
+        assert_eq!(pg.conninfo(), "postgres://h/db?connect_timeout=3");
+        let err = StoreAddr::parse("postgres://h/db?sslmode=always").unwrap_err();
+        assert!(err.to_string().contains("sslmode 'always'"), "{err}");
+        assert!(StoreAddr::parse("postgres://h/db?sslcert=/c.pem").is_err());
         let err = StoreAddr::parse("postgres://h/db?schema=a;b").unwrap_err();
         assert!(err.to_string().contains("a;b"), "{err}");
         let err = StoreAddr::parse("postgres://h/db?nonsense=1").unwrap_err();

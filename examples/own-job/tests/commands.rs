@@ -249,11 +249,11 @@ fn a_new_job_version_is_refused_by_stream_and_verify() {
     // The library path: plan the new version over the same topics.
     let log = kappa::log::Log::open(w.path("log")).unwrap();
     let sources = kappa::source::inputs::Sources::new(log);
-    let mut store = kappa::table::TableStore::open(&w.path("tables.db")).unwrap();
+    let mut store = kappa::table::open(&w.path("tables.db").into()).unwrap();
     let inputs =
         [("payments", "payments"), ("blocked", "blocked")].map(|(a, b)| (a.into(), b.into()));
     let v2 = kappa::OnLog::plan(Arc::new(CardRiskV2), &[], &inputs, &sources).unwrap();
-    let refused = v2.start_live(&mut store).unwrap_err().to_string();
+    let refused = v2.start_live(&mut *store).unwrap_err().to_string();
     assert!(
         refused.contains("card-risk v1") && refused.contains("kappa reprocess"),
         "{refused}"
@@ -264,7 +264,7 @@ fn a_new_job_version_is_refused_by_stream_and_verify() {
     let options = Default::default();
     let workers = kappa::runner::WorkerConfig::threads(1);
     let err = kappa::engine::verify(
-        &registry, &store, &sources, "risk", None, &options, &workers,
+        &registry, &*store, &sources, "risk", None, &options, &workers,
     )
     .unwrap_err();
     assert!(err.to_string().contains("this program has v2"), "{err}");
