@@ -47,7 +47,7 @@ pub struct StoreArgs {
         long,
         value_name = "PATH|URL",
         env = "KAPPA_TABLE_DB",
-        default_value = "kappa-data/tables.db"
+        default_value = crate::table::DEFAULT_PATH
     )]
     pub table_db: StoreAddr,
 }

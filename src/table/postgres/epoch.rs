@@ -68,7 +68,7 @@ impl PgStore {
         }
         let kinds = widened(&writer, changes)?;
         let mut temp = std::mem::take(self.temp_tables.get_mut());
-        let result = (|| {
+        let result: Result<(), TableError> = (|| {
             let mut tx = begin(self.client.get_mut(), false)?;
             require_lease(&mut tx, lease, true)?;
             require_accepting(&mut tx, id, "commit an epoch")?;
@@ -99,15 +99,13 @@ impl PgStore {
             tx.commit()?;
             Ok(())
         })();
-        match result {
-            Ok(()) => {
-                *self.temp_tables.get_mut() = temp;
-                self.kinds_committed(id, kinds);
-                Ok(())
-            }
-            // Temporary tables created in a rolled-back transaction are gone.
-            Err(e) => Err(e),
-        }
+        // Temporary tables created in a rolled-back transaction are gone:
+        // the list is kept only when this one committed (`CREATE ... IF NOT
+        // EXISTS` makes a forgotten one harmless).
+        result?;
+        *self.temp_tables.get_mut() = temp;
+        self.kinds_committed(id, kinds);
+        Ok(())
     }
 
     /// The deployment's writer, read from the catalog on first use.

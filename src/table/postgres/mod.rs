@@ -344,59 +344,50 @@ impl PgStore {
         }
     }
 
-    /// Replaces the connection, retrying with backoff for [`RECONNECT_FOR`].
+    /// Replaces the connection (see [`connect_with_backoff`]). The writers'
+    /// column kinds are read again from the catalog: a commit that failed
+    /// may or may not have changed them.
     fn reconnect(&mut self) -> Result<(), TableError> {
-        let start = Instant::now();
-        let mut wait = Duration::from_millis(100);
-        loop {
-            match connect_client(&self.addr) {
-                Ok(client) => {
-                    *self.client.get_mut() = client;
-                    self.temp_tables.get_mut().clear();
-                    self.writers.clear();
-                    return Ok(());
-                }
-                Err(e) if start.elapsed() + wait < RECONNECT_FOR => {
-                    tracing::debug!("reconnecting to the table store: {e}");
-                    std::thread::sleep(wait);
-                    wait = (wait * 2).min(Duration::from_secs(2));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        *self.client.get_mut() = connect_with_backoff(&self.addr)?;
+        self.temp_tables.get_mut().clear();
+        self.writers.clear();
+        Ok(())
     }
 
-    /// A read, run again after a lost connection.
+    /// A read, run again once after a lost connection.
     fn read<T>(&self, f: impl Fn(&mut Client) -> Result<T, TableError>) -> Result<T, TableError> {
         let shown = self.addr.to_string();
+        // Bound first, so the borrow ends before a reconnect replaces the client.
         let first = f(&mut self.client.borrow_mut());
         match first {
             Err(e) if is_connection_error(&e) => {
-                eprintln!(
-                    "kappa: table store {shown}: {}; reconnecting",
-                    name_store(e, &shown)
-                );
-                let start = Instant::now();
-                let mut wait = Duration::from_millis(100);
-                loop {
-                    match connect_client(&self.addr) {
-                        Ok(client) => {
-                            *self.client.borrow_mut() = client;
-                            self.temp_tables.borrow_mut().clear();
-                            eprintln!("kappa: table store {shown}: reconnected");
-                            break;
-                        }
-                        Err(e) if start.elapsed() + wait < RECONNECT_FOR => {
-                            tracing::debug!("reconnecting to the table store: {e}");
-                            std::thread::sleep(wait);
-                            wait = (wait * 2).min(Duration::from_secs(2));
-                        }
-                        Err(e) => return Err(name_store(e, &shown)),
-                    }
-                }
+                let e = name_store(e, &shown);
+                eprintln!("kappa: table store {shown}: {e}; reconnecting");
+                let client = connect_with_backoff(&self.addr).map_err(|e| name_store(e, &shown))?;
+                *self.client.borrow_mut() = client;
+                self.temp_tables.borrow_mut().clear();
+                eprintln!("kappa: table store {shown}: reconnected");
                 f(&mut self.client.borrow_mut()).map_err(|e| name_store(e, &shown))
             }
             other => other.map_err(|e| name_store(e, &shown)),
+        }
+    }
+}
+
+/// A new connection, retried with backoff (0.1 s doubling to 2 s) for up to
+/// [`RECONNECT_FOR`]: a server restart takes seconds.
+fn connect_with_backoff(addr: &PgAddr) -> Result<Client, TableError> {
+    let start = Instant::now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match connect_client(addr) {
+            Ok(client) => return Ok(client),
+            Err(e) if start.elapsed() + wait < RECONNECT_FOR => {
+                tracing::debug!("reconnecting to the table store: {e}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
         }
     }
 }

@@ -100,9 +100,6 @@ use super::{
 use crate::fslock::FileLock;
 use crate::value::Row;
 
-/// The default store path, relative to the working directory.
-pub const DEFAULT_PATH: &str = "kappa-data/tables.db";
-
 /// How long a writer waits for another process's transaction before failing
 /// with `SQLITE_BUSY`. Epoch commits take milliseconds; a large replay epoch
 /// may take a second or two.
