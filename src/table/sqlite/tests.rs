@@ -1,15 +1,12 @@
-//! The epoch commit against a plain model, its atomicity, offsets, and
-//! values that would break SQL if they were ever spliced into it. Shared
-//! fixtures for the sibling test files live here too.
-//!
-//! The model of an output is a `BTreeMap<Row, isize>`: each epoch's
-//! consolidated changes are added to it and to the table; after every
-//! epoch `read_rows` must equal the model's non-zero entries.
+//! What only the SQLite store has to show about its epoch commit: offsets
+//! that survive reopening the file, and values that would break SQL if they
+//! were ever spliced into it, as any SQLite client sees them. Shared
+//! fixtures for the sibling test files live here too. The contract both
+//! stores keep (the model test, failed epochs, fencing) is in `contract.rs`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use proptest::prelude::*;
 use rusqlite::Connection;
 
 use super::*;
@@ -127,152 +124,6 @@ pub(super) fn row(values: &[Value]) -> Row {
 
 fn s(x: &str) -> Value {
     Value::str(x)
-}
-
-fn model_rows(model: &BTreeMap<Row, isize>) -> Vec<(Row, isize)> {
-    model
-        .iter()
-        .filter(|(_, n)| **n != 0)
-        .map(|(r, n)| (r.clone(), *n))
-        .collect()
-}
-
-/// The values the model test draws from: null, `1` next to `1.0`, and text
-/// that would break SQL if it were ever spliced.
-fn domain() -> Vec<Value> {
-    vec![
-        Value::Null,
-        Value::Int(1),
-        Value::float(1.0),
-        Value::Int(-7),
-        s("a"),
-        s("it's; \"x\" --"),
-    ]
-}
-
-fn arb_epochs() -> impl Strategy<Value = Vec<Vec<(usize, usize, usize, isize)>>> {
-    let change = (
-        0usize..2,
-        0usize..6,
-        0usize..3,
-        prop_oneof![-3isize..0, 1isize..4],
-    );
-    proptest::collection::vec(proptest::collection::vec(change, 0..12), 1..8)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
-
-    /// Random epochs over a bag output and a keyed one: after each commit
-    /// both tables hold exactly the model, and the offset is the epoch's.
-    #[test]
-    fn tables_follow_the_model(epochs in arb_epochs()) {
-        let (_dir, mut store) = store();
-        let outputs = vec![schema("bag", &["k", "v"], &[0, 1]), schema("keyed", &["k", "v"], &[0])];
-        let d = store
-            .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
-            .unwrap();
-        let values = domain();
-        let mut models = [BTreeMap::<Row, isize>::new(), BTreeMap::new()];
-        for (e, epoch) in epochs.iter().enumerate() {
-            let mut changes = vec![BTreeMap::<Row, isize>::new(), BTreeMap::new()];
-            for &(out, k, v, diff) in epoch {
-                let r = row(&[values[k].clone(), values[v % 3 * 2].clone()]);
-                *changes[out].entry(r).or_default() += diff;
-            }
-            // Never retract more than the model holds.
-            for (out, c) in changes.iter_mut().enumerate() {
-                for (r, diff) in c.iter_mut() {
-                    let have = models[out].get(r).copied().unwrap_or(0);
-                    *diff = (*diff).max(-have);
-                }
-            }
-            let lists: Vec<Vec<(Row, isize)>> = changes
-                .iter()
-                .map(|c| c.iter().filter(|(_, d)| **d != 0).map(|(r, d)| (r.clone(), *d)).collect())
-                .collect();
-            commit(&mut store, d.id, lists, e as u64 + 1).unwrap();
-            for (out, c) in changes.into_iter().enumerate() {
-                for (r, diff) in c {
-                    *models[out].entry(r).or_default() += diff;
-                }
-            }
-            for (out, model) in models.iter().enumerate() {
-                prop_assert_eq!(store.read_rows(&d.table(out)).unwrap(), model_rows(model));
-            }
-            let offsets = store.offsets(d.id).unwrap();
-            prop_assert_eq!(offsets.get(&("events".to_string(), 0)), Some(&(e as u64 + 1)));
-        }
-        let after = store.deployment(d.id).unwrap();
-        prop_assert_eq!(after.progress.epochs, epochs.len() as u64);
-    }
-}
-
-#[test]
-fn failed_epoch_leaves_tables_offsets_and_stats_unchanged() {
-    let (_dir, mut store) = store();
-    let outputs = vec![schema("a", &["k", "n"], &[0]), schema("b", &["k"], &[0])];
-    let d = store
-        .create_deployment(&new_deployment("j", outputs, DeploymentState::Building))
-        .unwrap();
-    let first = vec![
-        vec![(row(&[s("x"), Value::Int(1)]), 1)],
-        vec![(row(&[s("y")]), 2)],
-    ];
-    commit(&mut store, d.id, first, 10).unwrap();
-    let before = (
-        store.read_rows(&d.table(0)).unwrap(),
-        store.read_rows(&d.table(1)).unwrap(),
-        store.offsets(d.id).unwrap(),
-        store.deployment(d.id).unwrap().progress,
-    );
-    let failing: Vec<Vec<Vec<(Row, isize)>>> = vec![
-        // Output a applies, then output b retracts a row it does not hold.
-        vec![
-            vec![
-                (row(&[s("x"), Value::Int(1)]), -1),
-                (row(&[s("z"), Value::Int(3)]), 1),
-            ],
-            vec![(row(&[s("nope")]), -1)],
-        ],
-        // More copies retracted than held.
-        vec![vec![], vec![(row(&[s("y")]), -3)]],
-        // A row of the wrong width, after a good one.
-        vec![
-            vec![(row(&[s("q"), Value::Int(1)]), 1), (row(&[s("r")]), 1)],
-            vec![],
-        ],
-        // Changes for an output the deployment does not have.
-        vec![vec![], vec![], vec![(row(&[s("w")]), 1)]],
-    ];
-    for changes in failing {
-        let err = commit(&mut store, d.id, changes, 20).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                TableError::RetractMissing { .. }
-                    | TableError::Arity { .. }
-                    | TableError::OutputCount { .. }
-            ),
-            "{err}"
-        );
-        let after = (
-            store.read_rows(&d.table(0)).unwrap(),
-            store.read_rows(&d.table(1)).unwrap(),
-            store.offsets(d.id).unwrap(),
-            store.deployment(d.id).unwrap().progress,
-        );
-        assert_eq!(after, before);
-    }
-    // The store is still usable after the failures.
-    commit(
-        &mut store,
-        d.id,
-        vec![vec![], vec![(row(&[s("y")]), -2)]],
-        20,
-    )
-    .unwrap();
-    assert!(store.read_rows(&d.table(1)).unwrap().is_empty());
 }
 
 #[test]
