@@ -311,6 +311,29 @@ pub(crate) fn stream_with_kills_equals_batch(w: &World, tamper: impl FnOnce()) {
 #[test]
 fn readers_never_see_half_an_epoch() {
     let w = World::new();
+    let db = w.path("tables.db");
+    a_reader_never_sees_half_an_epoch(&w, || {
+        let conn =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .ok()?;
+        conn.query_row(
+            "SELECT (SELECT coalesce(sum(count), 0) FROM counts), \
+             (SELECT coalesce(sum(next_offset), 0) FROM kappa_offsets)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .ok()
+    });
+}
+
+/// Streams `count-by` while 6,000 records are produced, calling `snapshot`
+/// (the table's total count and the committed offsets' total, read in one
+/// snapshot by another client) until everything is applied: the two must
+/// always agree, and the reader must have seen states in between.
+pub(crate) fn a_reader_never_sees_half_an_epoch(
+    w: &World,
+    mut snapshot: impl FnMut() -> Option<(i64, i64)>,
+) {
     let mut rng = Rng(7);
     w.ok(&["log", "create", "clicks", "--partitions", "2"]);
     let rows: Vec<String> = (0..6000)
@@ -318,18 +341,19 @@ fn readers_never_see_half_an_epoch() {
         .collect();
     let first = w.write("c0.csv", &format!("key,n\n{}\n", rows[..2000].join("\n")));
     w.ok(&["log", "produce", "clicks", "--file", &first]);
+    let stream = [
+        "stream",
+        "count-by",
+        "-i",
+        "input=clicks",
+        "-p",
+        "key=key",
+        "--max-batch",
+        "37",
+        "-q",
+    ];
     let mut stream = w
-        .kappa(&[
-            "stream",
-            "count-by",
-            "-i",
-            "input=clicks",
-            "-p",
-            "key=key",
-            "--max-batch",
-            "37",
-            "-q",
-        ])
+        .kappa(&stream)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -341,7 +365,6 @@ fn readers_never_see_half_an_epoch() {
         500,
         Duration::from_millis(30),
     );
-    let db = w.path("tables.db");
     let started = std::time::Instant::now();
     let (mut states, mut last) = (std::collections::BTreeSet::new(), 0);
     while last < 6000 {
@@ -349,22 +372,13 @@ fn readers_never_see_half_an_epoch() {
             started.elapsed() < Duration::from_secs(60),
             "stream stalled at {last} records"
         );
-        if let Ok(conn) =
-            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        {
-            let snapshot: rusqlite::Result<(i64, i64)> = conn.query_row(
-                "SELECT (SELECT coalesce(sum(count), 0) FROM counts), (SELECT coalesce(sum(next_offset), 0) FROM kappa_offsets)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+        if let Some((counted, applied)) = snapshot() {
+            assert_eq!(
+                counted, applied,
+                "a reader saw table changes without their offsets (or the reverse)"
             );
-            if let Ok((counted, applied)) = snapshot {
-                assert_eq!(
-                    counted, applied,
-                    "a reader saw table changes without their offsets (or the reverse)"
-                );
-                states.insert(applied);
-                last = applied;
-            }
+            states.insert(applied);
+            last = applied;
         }
         std::thread::sleep(Duration::from_millis(3));
     }
