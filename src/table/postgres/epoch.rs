@@ -21,9 +21,7 @@ use std::io::Write;
 use postgres::{Client, Transaction};
 
 use super::super::catalog::json;
-use super::catalog::{
-    begin, deployment_in, require_accepting, require_lease, state_in, write_stats,
-};
+use super::catalog::{begin, deployment_in, require_lease, write_stats};
 use super::values::{Kind, copy_bytes, copy_field, row_id};
 use super::{PgStore, swap};
 use crate::schema::OutputSchema;
@@ -71,12 +69,9 @@ impl PgStore {
         let result: Result<(), TableError> = (|| {
             let mut tx = begin(self.client.get_mut(), false)?;
             require_lease(&mut tx, lease, true)?;
-            require_accepting(&mut tx, id, "commit an epoch")?;
-            let epochs: i64 = tx
-                .query_one("SELECT epochs FROM kappa.deployments WHERE id = $1", &[&id])?
-                .get(0);
+            let (state, epochs) = state_and_epochs(&mut tx, id)?;
             before.set(Some(epochs));
-            let live = state_in(&mut tx, id)? == DeploymentState::Live;
+            let live = state == DeploymentState::Live;
             let mut used = Vec::new();
             for (i, (o, rows)) in writer.outputs.iter().zip(changes).enumerate() {
                 let bare = table_name(&o.name, writer.version);
@@ -142,6 +137,34 @@ impl PgStore {
             w.kinds = kinds;
         }
     }
+}
+
+/// The deployment's state, which must accept epochs (else `StateConflict`),
+/// and its epoch count, in one round trip.
+fn state_and_epochs(
+    tx: &mut Transaction<'_>,
+    id: i64,
+) -> Result<(DeploymentState, i64), TableError> {
+    let row = tx
+        .query_opt(
+            "SELECT state, epochs FROM kappa.deployments WHERE id = $1",
+            &[&id],
+        )?
+        .ok_or(TableError::DeploymentNotFound { id })?;
+    let (state, epochs): (String, i64) = (row.get(0), row.get(1));
+    let state: DeploymentState = state.parse().map_err(|reason| TableError::Corrupt {
+        what: format!("deployment {id}"),
+        reason,
+    })?;
+    if !state.accepts_epochs() {
+        return Err(TableError::StateConflict {
+            id,
+            name: super::catalog::name_in(tx, id),
+            state,
+            action: "commit an epoch",
+        });
+    }
+    Ok((state, epochs))
 }
 
 /// The kinds the columns must have to hold this epoch's rows; `Arity` or
