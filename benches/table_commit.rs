@@ -229,12 +229,14 @@ fn main() {
         let l = l.map_or("—".to_string(), |l| {
             format!("{:.1} / {:.1} / {:.1} / {:.1}", l[0], l[1], l[2], l[3])
         });
-        println!(
-            "| {name} | {:.0}k | {:.0}k | {:.0}k | {l} |",
-            t[0] / 1e3,
-            t[1] / 1e3,
-            t[2] / 1e3
-        );
+        let rate = |r: f64| {
+            if r.is_nan() {
+                "—".to_string()
+            } else {
+                format!("{:.0}k", r / 1e3)
+            }
+        };
+        println!("| {name} | {} | {} | {} | {l} |", rate(t[0]), rate(t[1]), rate(t[2]));
     };
     let t = throughput(&sqlite_addr, n, per);
     let l = latency(&sqlite_addr, move |view, shared| {
