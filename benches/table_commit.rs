@@ -236,7 +236,12 @@ fn main() {
                 format!("{:.0}k", r / 1e3)
             }
         };
-        println!("| {name} | {} | {} | {} | {l} |", rate(t[0]), rate(t[1]), rate(t[2]));
+        println!(
+            "| {name} | {} | {} | {} | {l} |",
+            rate(t[0]),
+            rate(t[1]),
+            rate(t[2])
+        );
     };
     let t = throughput(&sqlite_addr, n, per);
     let l = latency(&sqlite_addr, move |view, shared| {
