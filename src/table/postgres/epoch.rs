@@ -17,12 +17,13 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use postgres::{Client, Transaction};
 
 use super::super::catalog::json;
 use super::catalog::{begin, deployment_in, require_lease, write_stats};
-use super::values::{Kind, copy_bytes, copy_field, row_id};
+use super::values::{Kind, copy_bytes, copy_field, parse_kinds, row_id};
 use super::{PgStore, swap};
 use crate::schema::OutputSchema;
 use crate::table::ident::{quote, table_name};
@@ -99,12 +100,15 @@ impl PgStore {
         // EXISTS` makes a forgotten one harmless).
         result?;
         *self.temp_tables.get_mut() = temp;
-        self.kinds_committed(id, kinds);
+        if kinds != writer.kinds {
+            drop(writer);
+            self.kinds_committed(id, kinds);
+        }
         Ok(())
     }
 
     /// The deployment's writer, read from the catalog on first use.
-    fn writer(&mut self, id: i64) -> Result<Writer, TableError> {
+    fn writer(&mut self, id: i64) -> Result<Arc<Writer>, TableError> {
         if let Some(w) = self.writers.get(&id) {
             return Ok(w.clone());
         }
@@ -115,26 +119,20 @@ impl PgStore {
             "SELECT kinds FROM kappa.outputs WHERE deployment = $1 ORDER BY position",
             &[&id],
         )? {
-            let text: String = row.get(0);
-            kinds.push(serde_json::from_str::<Vec<Kind>>(&text).map_err(|e| {
-                TableError::Corrupt {
-                    what: format!("deployment {id}, kinds"),
-                    reason: e.to_string(),
-                }
-            })?);
+            kinds.push(parse_kinds(row.get(0), &format!("deployment {id}"))?);
         }
-        let w = Writer {
+        let w = Arc::new(Writer {
             version: d.version.0,
             outputs: d.outputs,
             kinds,
-        };
+        });
         self.writers.insert(id, w.clone());
         Ok(w)
     }
 
     fn kinds_committed(&mut self, id: i64, kinds: Vec<Vec<Kind>>) {
         if let Some(w) = self.writers.get_mut(&id) {
-            w.kinds = kinds;
+            Arc::make_mut(w).kinds = kinds;
         }
     }
 }

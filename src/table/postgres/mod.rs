@@ -149,7 +149,7 @@ pub struct PgStore {
     addr: PgAddr,
     client: RefCell<Client>,
     /// Per deployment, its outputs and the committed type of their columns.
-    writers: HashMap<i64, epoch::Writer>,
+    writers: HashMap<i64, std::sync::Arc<epoch::Writer>>,
     /// The arities whose temporary change tables exist on this connection.
     temp_tables: RefCell<Vec<usize>>,
 }

@@ -5,7 +5,7 @@
 use postgres::Client;
 
 use super::catalog::deployment_in;
-use super::values::Kind;
+use super::values::{Kind, parse_kinds};
 use crate::table::deployment::is_bag;
 use crate::table::ident::{quote, split_version};
 use crate::table::{Deployment, DeploymentState, TableError, TablePage};
@@ -34,10 +34,7 @@ pub(super) fn resolve_table(
         return Err(not_found());
     }
     let index = d.output_index(output).ok_or_else(not_found)?;
-    let kinds: Vec<Kind> = serde_json::from_str(&kinds).map_err(|e| TableError::Corrupt {
-        what: format!("table '{table}', kinds"),
-        reason: e.to_string(),
-    })?;
+    let kinds = parse_kinds(&kinds, &format!("table '{table}'"))?;
     if kinds.len() != d.outputs[index].columns.len() {
         return Err(TableError::Corrupt {
             what: format!("table '{table}', kinds"),

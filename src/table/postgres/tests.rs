@@ -327,3 +327,36 @@ fn pgpass_lines_match_like_libpq() {
         None
     );
 }
+
+/// A role that may connect but not create kappa's schema: the error says
+/// what PostgreSQL refused, naming the database, and which store it was.
+#[test]
+fn a_permission_error_names_the_object() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let role = format!("kappa_reader_{}", std::process::id());
+    let mut admin = Client::connect(&db.url, NoTls).unwrap();
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN"
+        ))
+        .unwrap();
+    let url = db.url.replacen("postgres@", &format!("{role}@"), 1);
+    let err = open(&StoreAddr::parse(&url).unwrap())
+        .unwrap_err()
+        .to_string();
+    let name = db.url.rsplit('/').next().unwrap();
+    assert!(
+        err.contains("permission denied for database") && err.contains(name),
+        "{err}"
+    );
+    assert!(err.starts_with(&format!("PostgreSQL ({url})")), "{err}");
+    drop(admin);
+    drop(db);
+    if let Ok(admin) = std::env::var("KAPPA_TEST_POSTGRES") {
+        let mut c = Client::connect(&admin, NoTls).unwrap();
+        c.batch_execute(&format!("DROP ROLE IF EXISTS {role}"))
+            .unwrap();
+    }
+}

@@ -123,6 +123,15 @@ impl Kind {
     }
 }
 
+/// The column kinds recorded in the catalog (`kappa.outputs.kinds`, JSON);
+/// `Corrupt` naming `what` when they do not parse.
+pub fn parse_kinds(text: &str, what: &str) -> Result<Vec<Kind>, TableError> {
+    serde_json::from_str(text).map_err(|e| TableError::Corrupt {
+        what: format!("{what}, kinds"),
+        reason: e.to_string(),
+    })
+}
+
 fn float_text(f: f64, numeric: bool) -> String {
     if f.is_nan() {
         return "NaN".into();
