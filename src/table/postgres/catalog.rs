@@ -356,7 +356,12 @@ pub(super) fn state_in(c: &mut impl GenericClient, id: i64) -> Result<Deployment
         .query_opt("SELECT state FROM kappa.deployments WHERE id = $1", &[&id])?
         .ok_or(TableError::DeploymentNotFound { id })?
         .get(0);
-    state.parse().map_err(|reason| TableError::Corrupt {
+    parse_state(id, &state)
+}
+
+/// A state as the catalog holds it.
+pub(super) fn parse_state(id: i64, text: &str) -> Result<DeploymentState, TableError> {
+    text.parse().map_err(|reason| TableError::Corrupt {
         what: format!("deployment {id}"),
         reason,
     })
@@ -369,15 +374,25 @@ pub(super) fn require_accepting(
     action: &'static str,
 ) -> Result<(), TableError> {
     let state = state_in(c, id)?;
-    if !state.accepts_epochs() {
-        return Err(TableError::StateConflict {
-            id,
-            name: name_in(c, id),
-            state,
-            action,
-        });
+    accepting(c, id, state, action)
+}
+
+/// `StateConflict` unless `state`, deployment `id`'s, accepts epochs.
+pub(super) fn accepting(
+    c: &mut impl GenericClient,
+    id: i64,
+    state: DeploymentState,
+    action: &'static str,
+) -> Result<(), TableError> {
+    if state.accepts_epochs() {
+        return Ok(());
     }
-    Ok(())
+    Err(TableError::StateConflict {
+        id,
+        name: name_in(c, id),
+        state,
+        action,
+    })
 }
 
 /// How errors name a deployment: `sessions v2` (or its id when unreadable).

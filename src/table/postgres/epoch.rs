@@ -22,7 +22,7 @@ use std::sync::Arc;
 use postgres::{Client, Transaction};
 
 use super::super::catalog::json;
-use super::catalog::{begin, deployment_in, require_lease, write_stats};
+use super::catalog::{accepting, begin, deployment_in, parse_state, require_lease, write_stats};
 use super::values::{Kind, copy_bytes, copy_field, parse_kinds, row_id};
 use super::{PgStore, swap};
 use crate::schema::OutputSchema;
@@ -150,18 +150,8 @@ fn state_and_epochs(
         )?
         .ok_or(TableError::DeploymentNotFound { id })?;
     let (state, epochs): (String, i64) = (row.get(0), row.get(1));
-    let state: DeploymentState = state.parse().map_err(|reason| TableError::Corrupt {
-        what: format!("deployment {id}"),
-        reason,
-    })?;
-    if !state.accepts_epochs() {
-        return Err(TableError::StateConflict {
-            id,
-            name: super::catalog::name_in(tx, id),
-            state,
-            action: "commit an epoch",
-        });
-    }
+    let state = parse_state(id, &state)?;
+    accepting(tx, id, state, "commit an epoch")?;
     Ok((state, epochs))
 }
 
