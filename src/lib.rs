@@ -59,6 +59,7 @@ pub mod runner;
 pub mod schema;
 pub mod sink;
 pub mod source;
+pub mod sql;
 pub mod stats;
 pub mod status;
 pub mod table;

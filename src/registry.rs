@@ -27,6 +27,17 @@ pub struct UnknownJob {
     pub known: String,
 }
 
+/// Why the job of a deployment cannot be had.
+#[derive(Debug, Error)]
+pub enum DeployedJobError {
+    /// No job of that name.
+    #[error(transparent)]
+    Unknown(#[from] UnknownJob),
+    /// The SQL job's recorded query does not parse (a newer program's SQL).
+    #[error("the deployment's SQL query: {0}")]
+    Sql(#[from] crate::sql::SqlError),
+}
+
 /// Two jobs with the same name.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("two jobs are named {0:?}: job names must be unique")]
@@ -65,6 +76,19 @@ impl Registry {
                 name: name.to_string(),
                 known: self.names().join(", "),
             })
+    }
+
+    /// The job a deployment ran: by name, or for a SQL job (whose name is
+    /// [`crate::sql::JOB_NAME`]) rebuilt from the query it recorded.
+    pub fn find_deployed(
+        &self,
+        name: &str,
+        params: &[(String, String)],
+    ) -> Result<Arc<dyn Job>, DeployedJobError> {
+        if name == crate::sql::JOB_NAME {
+            return Ok(Arc::new(crate::sql::SqlJob::from_params(params)?));
+        }
+        Ok(self.find(name)?)
     }
 
     /// The jobs, in the order they were added.

@@ -25,6 +25,7 @@ mod nexmark;
 mod reprocess;
 mod run;
 mod sources;
+mod sql;
 mod stream;
 mod table;
 mod ui;
@@ -66,6 +67,8 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Serve the status page of every deployment in a table store (no job runs).
     Ui(ui::UiArgs),
+    /// SQL scripts: `explain` prints the plan of one (run them with `run|stream|reprocess --sql`).
+    Sql(sql::SqlCommandArgs),
 }
 
 /// Runs the command line `args` (the first is the program name) over the
@@ -86,6 +89,7 @@ where
         Command::Table(args) => table::run(registry, args),
         Command::Nexmark(args) => nexmark::run(args),
         Command::Ui(args) => ui::run(args),
+        Command::Sql(args) => sql::run(args),
         Command::Cluster(args) => match cluster::cluster(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

@@ -23,8 +23,10 @@ const PROGRESS_MIN_BYTES: u64 = 4 << 20;
 #[derive(Debug, Args)]
 #[command(disable_help_flag = true)]
 pub struct RunArgs {
-    /// The job to run (see `kappa jobs`).
+    /// The job to run (see `kappa jobs`), or --sql.
     job: Option<String>,
+    #[command(flatten)]
+    sql: super::sql::SqlArgs,
     /// An input of the job: NAME=PATH, PATH a file or a directory of part files.
     #[arg(short, long, value_name = "NAME=PATH", value_parser = name_value::<PathBuf>)]
     input: Vec<(String, PathBuf)>,
@@ -101,9 +103,10 @@ where
 }
 
 pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
-    let job = match &args.job {
-        Some(name) => Some(registry.find(name)?),
-        None => None,
+    let has_sql = args.sql.sql.is_some() || args.sql.sql_text.is_some();
+    let job = match (&args.job, has_sql) {
+        (None, false) => None,
+        (name, _) => Some(args.sql.job_or(registry, name.as_deref())?),
     };
     let job = match job {
         Some(job) if !args.help => job,

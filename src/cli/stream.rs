@@ -55,8 +55,10 @@ pub struct StoreArgs {
 /// Arguments shared by `stream` and `reprocess`.
 #[derive(Debug, Args)]
 pub struct JobOnLogArgs {
-    /// The job to run (see `kappa jobs`).
-    pub job: String,
+    /// The job to run (see `kappa jobs`), or --sql.
+    pub job: Option<String>,
+    #[command(flatten)]
+    pub sql: super::sql::SqlArgs,
     /// An input of the job: NAME=TOPIC (a topic of the log) or
     /// NAME=kafka://HOST:PORT/TOPIC[?format=json|csv&columns=..&changelog=true&time=COL].
     #[arg(short, long, value_name = "NAME=TOPIC", value_parser = name_value::<String>, required = true)]
@@ -136,7 +138,7 @@ pub fn plan_on_log(
     args: &JobOnLogArgs,
     sources: &Sources,
 ) -> anyhow::Result<OnLog> {
-    let job = registry.find(&args.job)?;
+    let job = args.sql.job_or(registry, args.job.as_deref())?;
     let params = args.late.with_params(&job.spec(), &args.param)?;
     let mut on_log = OnLog::plan(job, &params, &args.input, sources)?;
     if let Some(table) = &args.table {

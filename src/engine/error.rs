@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use crate::job::PlanError;
 use crate::log::LogError;
-use crate::registry::UnknownJob;
+use crate::registry::{DeployedJobError, UnknownJob};
 use crate::runner::RunError;
 use crate::sink::files::SinkError;
 use crate::source::SourceError;
@@ -18,6 +18,9 @@ pub enum EngineError {
     /// The job is not in the registry.
     #[error(transparent)]
     UnknownJob(#[from] UnknownJob),
+    /// The job of a deployment cannot be had.
+    #[error(transparent)]
+    DeployedJob(#[from] DeployedJobError),
     /// The job refused its parameters or inputs.
     #[error("cannot plan job {job}")]
     Plan {

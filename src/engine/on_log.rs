@@ -326,7 +326,7 @@ impl OnLog {
         d: &Deployment,
         sources: &Sources,
     ) -> Result<OnLog, EngineError> {
-        let job = registry.find(&d.job)?;
+        let job = registry.find_deployed(&d.job, &d.params)?;
         let version = job.spec().version;
         if version != d.job_version {
             return Err(EngineError::Refused(format!(

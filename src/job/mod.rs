@@ -285,4 +285,7 @@ pub enum PlanError {
     /// A column named by a parameter or required by the job is not in the input.
     #[error(transparent)]
     UnknownColumn(#[from] crate::schema::UnknownColumn),
+    /// A SQL job's query does not bind to its inputs.
+    #[error(transparent)]
+    Sql(Box<crate::sql::SqlError>),
 }

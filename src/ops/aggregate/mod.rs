@@ -204,6 +204,25 @@ impl Aggregates {
         Ok((resolved, columns))
     }
 
+    /// Aggregates given by value-row position: per aggregate its function
+    /// and the position it reads (`None` exactly for `count`), sharing
+    /// slots as [`Aggregates::resolve`] does (the SQL front end's path).
+    pub fn over_positions(calls: &[(AggKind, Option<usize>)]) -> Aggregates {
+        let mut resolved = Aggregates {
+            aggs: Vec::new(),
+            sums: Vec::new(),
+            slots: Vec::new(),
+        };
+        for (kind, pos) in calls {
+            let agg = match pos {
+                None => Agg::Count,
+                Some(p) => resolved.slot_for(*kind, *p),
+            };
+            resolved.aggs.push(agg);
+        }
+        resolved
+    }
+
     /// The aggregate `kind` over value-row position `pos`, sharing a slot
     /// with an earlier aggregate that needs the same one.
     fn slot_for(&mut self, kind: AggKind, pos: usize) -> Agg {

@@ -1,0 +1,1037 @@
+//! Binding scalar expressions: names to positions, literals to values,
+//! operators and functions to [`Scalar`] nodes, with type checks.
+//!
+//! In a grouped query ([`AggState`]) an expression is bound against the
+//! grouping's output: a subexpression equal to a `GROUP BY` expression
+//! becomes that key column, an aggregate call becomes its result column,
+//! and any other column reference is an error, as in SQL.
+
+use sqlparser::ast::{self, Spanned};
+
+use super::{Binder, Col, SqlType, names};
+use crate::ops::aggregate::AggKind;
+use crate::schema::ColumnType;
+use crate::sql::error::{Pos, SqlError, SqlErrorKind, did_you_mean};
+use crate::sql::rel::AggCall;
+use crate::sql::scalar::{Arith, CastTo, Compare, Func, Scalar};
+use crate::value::Value;
+
+/// A bound expression and its type.
+pub type Typed = (Scalar, SqlType);
+
+/// The state of a grouped query's binding.
+#[derive(Debug, Default)]
+pub struct AggState {
+    /// The `GROUP BY` expressions, over the FROM columns.
+    pub groups: Vec<Scalar>,
+    /// The grouping's output columns: the keys, then one per aggregate.
+    pub out: Vec<Col>,
+    /// The aggregates: the call, and its argument over the FROM columns.
+    pub calls: Vec<(AggCall, Option<Scalar>)>,
+}
+
+/// Where an expression is bound: the columns names resolve to, and in a
+/// grouped query the grouping.
+pub struct Cx<'s> {
+    /// The columns of the FROM clause (or of the relation being sorted).
+    pub from: &'s [Col],
+    /// The grouping, when the query groups.
+    pub agg: Option<&'s mut AggState>,
+}
+
+impl<'s> Cx<'s> {
+    /// Plain binding over `from`.
+    pub fn plain(from: &'s [Col]) -> Cx<'s> {
+        Cx { from, agg: None }
+    }
+
+    /// The columns the bound positions index.
+    fn out(&self) -> &[Col] {
+        match &self.agg {
+            Some(a) => &a.out,
+            None => self.from,
+        }
+    }
+}
+
+/// What an operand must be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Number,
+    Text,
+    Bool,
+}
+
+fn pos(e: &impl Spanned) -> Pos {
+    Pos::of(e.span())
+}
+
+impl Binder<'_> {
+    /// Binds `e` in `cx`.
+    pub(super) fn expr(&mut self, e: &ast::Expr, cx: &mut Cx<'_>) -> Result<Typed, SqlError> {
+        if cx.agg.is_some() {
+            if let Some(t) = self.group_match(e, cx)? {
+                return Ok(t);
+            }
+        }
+        use ast::Expr as E;
+        match e {
+            E::Identifier(i) => self.column(std::slice::from_ref(i), e, cx),
+            E::CompoundIdentifier(parts) => self.column(parts, e, cx),
+            E::Value(v) => literal(&v.value, Pos::of(v.span)),
+            E::Nested(inner) => self.expr(inner, cx),
+            E::BinaryOp { left, op, right } => self.binary(e, left, op, right, cx),
+            E::UnaryOp { op, expr } => {
+                let t = self.expr(expr, cx)?;
+                match op {
+                    ast::UnaryOperator::Minus => {
+                        self.want(&t, Want::Number, expr, cx)?;
+                        let ty = if t.1 == SqlType::Any {
+                            SqlType::Number
+                        } else {
+                            t.1
+                        };
+                        Ok((Scalar::Neg(Box::new(t.0)), ty))
+                    }
+                    ast::UnaryOperator::Plus => {
+                        self.want(&t, Want::Number, expr, cx)?;
+                        Ok(t)
+                    }
+                    ast::UnaryOperator::Not => {
+                        self.want(&t, Want::Bool, expr, cx)?;
+                        Ok((Scalar::Not(Box::new(t.0)), SqlType::Bool))
+                    }
+                    op => Err(SqlError::unsupported(pos(e), format!("the operator {op}"))),
+                }
+            }
+            E::IsNull(x) | E::IsNotNull(x) => {
+                let t = self.expr(x, cx)?;
+                Ok((
+                    Scalar::IsNull(Box::new(t.0), matches!(e, E::IsNull(_))),
+                    SqlType::Bool,
+                ))
+            }
+            E::IsTrue(x) | E::IsFalse(x) | E::IsNotTrue(x) | E::IsNotFalse(x) => {
+                let t = self.expr(x, cx)?;
+                self.want(&t, Want::Bool, x, cx)?;
+                let target = matches!(e, E::IsTrue(_) | E::IsNotTrue(_));
+                let is = Scalar::Compare(
+                    Compare::Eq,
+                    Box::new(t.0),
+                    Box::new(Scalar::Literal(crate::sql::scalar::boolean(target))),
+                );
+                // `x IS TRUE` is never null: false when x is null.
+                let is = Scalar::Call(Func::Coalesce, vec![is, bool_lit(false)]);
+                let negated = matches!(e, E::IsNotTrue(_) | E::IsNotFalse(_));
+                Ok((maybe_not(is, negated), SqlType::Bool))
+            }
+            E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
+                let (ta, tb) = (self.expr(a, cx)?, self.expr(b, cx)?);
+                self.comparable(&ta, a, &tb, b, cx)?;
+                let same = not_distinct(ta.0, tb.0);
+                Ok((
+                    maybe_not(same, matches!(e, E::IsDistinctFrom(..))),
+                    SqlType::Bool,
+                ))
+            }
+            E::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let t = self.expr(expr, cx)?;
+                let (lo, hi) = (self.expr(low, cx)?, self.expr(high, cx)?);
+                self.comparable(&t, expr, &lo, low, cx)?;
+                self.comparable(&t, expr, &hi, high, cx)?;
+                let ge = Scalar::Compare(Compare::GtEq, Box::new(t.0.clone()), Box::new(lo.0));
+                let le = Scalar::Compare(Compare::LtEq, Box::new(t.0), Box::new(hi.0));
+                let both = Scalar::binary(Scalar::And, ge, le);
+                Ok((maybe_not(both, *negated), SqlType::Bool))
+            }
+            E::In {
+                expr,
+                target: ast::InTarget::List(list),
+                negated,
+                ..
+            } => {
+                let t = self.expr(expr, cx)?;
+                let mut items = Vec::new();
+                for item in list {
+                    let ti = self.expr(item, cx)?;
+                    self.comparable(&t, expr, &ti, item, cx)?;
+                    items.push(ti.0);
+                }
+                Ok((
+                    Scalar::InList(Box::new(t.0), items, *negated),
+                    SqlType::Bool,
+                ))
+            }
+            E::Like {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            }
+            | E::ILike {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            } => {
+                if *any {
+                    return Err(SqlError::unsupported(pos(e), "LIKE ANY"));
+                }
+                let t = self.expr(expr, cx)?;
+                let p = self.expr(pattern, cx)?;
+                self.want(&t, Want::Text, expr, cx)?;
+                self.want(&p, Want::Text, pattern, cx)?;
+                let escape = match escape_char {
+                    None => None,
+                    Some(c) => Some(escape_character(c)?),
+                };
+                Ok((
+                    Scalar::Like {
+                        expr: Box::new(t.0),
+                        pattern: Box::new(p.0),
+                        escape,
+                        negated: *negated,
+                        insensitive: matches!(e, E::ILike { .. }),
+                    },
+                    SqlType::Bool,
+                ))
+            }
+            E::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => self.case(operand.as_deref(), conditions, else_result.as_deref(), cx),
+            E::Cast {
+                kind,
+                expr,
+                data_type,
+                format,
+            } => {
+                // CAST is TRY_CAST (see `scalar`): both kinds bind alike.
+                let _ = kind;
+                if format.is_some() {
+                    return Err(SqlError::unsupported(pos(e), "CAST ... FORMAT"));
+                }
+                let t = self.expr(expr, cx)?;
+                let (to, ty) = cast_target(data_type, pos(e))?;
+                Ok((Scalar::Cast(Box::new(t.0), to), ty))
+            }
+            E::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![expr.as_ref()];
+                match substring_from {
+                    Some(f) => args.push(f),
+                    None => return Err(SqlError::unsupported(pos(e), "SUBSTRING without FROM")),
+                }
+                args.extend(substring_for.as_deref());
+                self.call("substring", &args, e, cx)
+            }
+            E::Trim {
+                trim_where,
+                trim_what,
+                expr,
+                trim_characters,
+            } => {
+                if trim_characters.is_some() {
+                    return Err(SqlError::unsupported(
+                        pos(e),
+                        "TRIM with a list of characters",
+                    ));
+                }
+                let name = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => "trim",
+                    Some(ast::TrimWhereField::Leading) => "ltrim",
+                    Some(ast::TrimWhereField::Trailing) => "rtrim",
+                };
+                let mut args = vec![expr.as_ref()];
+                args.extend(trim_what.as_deref());
+                self.call(name, &args, e, cx)
+            }
+            E::Ceil { expr, .. } => self.call("ceil", &[expr], e, cx),
+            E::Floor { expr, .. } => self.call("floor", &[expr], e, cx),
+            E::Function(f) => self.function(f, e, cx),
+            E::Subquery(_) | E::Exists { .. } | E::In { .. } => Err(SqlError::unsupported(
+                pos(e),
+                "a subquery in an expression (for now)",
+            )),
+            other => Err(SqlError::unsupported(
+                pos(other),
+                format!("the expression {other}"),
+            )),
+        }
+    }
+
+    /// In a grouped query: `e` as a key column if it is a `GROUP BY`
+    /// expression; an error if it is a column that is not one.
+    fn group_match(&mut self, e: &ast::Expr, cx: &mut Cx<'_>) -> Result<Option<Typed>, SqlError> {
+        let saw = self.saw_aggregate;
+        let plain = self.expr(e, &mut Cx::plain(cx.from));
+        self.saw_aggregate = saw;
+        let agg = cx.agg.as_deref().expect("grouped");
+        match plain {
+            Ok((s, _)) => {
+                if let Some(k) = agg.groups.iter().position(|g| *g == s) {
+                    return Ok(Some((Scalar::Column(k), agg.out[k].ty)));
+                }
+                let mut cols = Vec::new();
+                s.columns(&mut cols);
+                if cols.is_empty() {
+                    return Ok(Some((s, self.expr(e, &mut Cx::plain(cx.from))?.1)));
+                }
+                if matches!(
+                    e,
+                    ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+                ) {
+                    return Err(SqlError::new(
+                        SqlErrorKind::Invalid,
+                        pos(e),
+                        format!(
+                            "column {e} must appear in the GROUP BY clause or be used in an \
+                             aggregate function"
+                        ),
+                    ));
+                }
+                Ok(None)
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn column(
+        &mut self,
+        parts: &[ast::Ident],
+        e: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let at = pos(e);
+        let from = cx.from;
+        let found: Vec<usize> = match parts {
+            [name] => {
+                let all: Vec<usize> = (0..from.len())
+                    .filter(|&i| names(name, &from[i].name))
+                    .collect();
+                let visible: Vec<usize> =
+                    all.iter().copied().filter(|&i| !from[i].hidden).collect();
+                let pick = if visible.is_empty() { all } else { visible };
+                let exact: Vec<usize> = pick
+                    .iter()
+                    .copied()
+                    .filter(|&i| from[i].name == name.value)
+                    .collect();
+                if exact.len() == 1 { exact } else { pick }
+            }
+            [table, name] => (0..from.len())
+                .filter(|&i| {
+                    from[i].table.as_deref().is_some_and(|t| names(table, t))
+                        && names(name, &from[i].name)
+                })
+                .collect(),
+            _ => {
+                return Err(SqlError::unsupported(at, format!("the name {e}")));
+            }
+        };
+        match found.as_slice() {
+            [i] => {
+                if cx.agg.is_some() {
+                    // Reached only when the column is not a GROUP BY key.
+                    return Err(SqlError::new(
+                        SqlErrorKind::Invalid,
+                        at,
+                        format!(
+                            "column {e} must appear in the GROUP BY clause or be used in an \
+                             aggregate function"
+                        ),
+                    ));
+                }
+                Ok((Scalar::Column(*i), from[*i].ty))
+            }
+            [] => {
+                let name = &parts[parts.len() - 1].value;
+                if let [table, _] = parts {
+                    if !from
+                        .iter()
+                        .any(|c| c.table.as_deref().is_some_and(|t| names(table, t)))
+                    {
+                        let tables: Vec<&str> =
+                            from.iter().filter_map(|c| c.table.as_deref()).collect();
+                        return Err(SqlError::new(
+                            SqlErrorKind::UnknownTable,
+                            Pos::of(table.span),
+                            format!(
+                                "no table or alias {} in this query's FROM{}",
+                                table.value,
+                                did_you_mean(&table.value, tables)
+                            ),
+                        ));
+                    }
+                }
+                let known: Vec<&str> = from
+                    .iter()
+                    .filter(|c| !c.hidden)
+                    .map(|c| c.name.as_str())
+                    .collect();
+                Err(SqlError::new(
+                    SqlErrorKind::UnknownColumn,
+                    at,
+                    format!(
+                        "unknown column {e}{} (columns here: {})",
+                        did_you_mean(name, known.iter().copied()),
+                        known.join(", ")
+                    ),
+                ))
+            }
+            several => {
+                let tables: Vec<String> = several
+                    .iter()
+                    .map(|&i| {
+                        format!(
+                            "{}.{}",
+                            from[i].table.as_deref().unwrap_or("?"),
+                            from[i].name
+                        )
+                    })
+                    .collect();
+                Err(SqlError::new(
+                    SqlErrorKind::UnknownColumn,
+                    at,
+                    format!("column {e} is ambiguous: it may be {}", tables.join(" or ")),
+                ))
+            }
+        }
+    }
+
+    fn binary(
+        &mut self,
+        e: &ast::Expr,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        use ast::BinaryOperator as B;
+        let l = self.expr(left, cx)?;
+        let r = self.expr(right, cx)?;
+        let arith = match op {
+            B::Plus => Some(Arith::Add),
+            B::Minus => Some(Arith::Sub),
+            B::Multiply => Some(Arith::Mul),
+            B::Divide => Some(Arith::Div),
+            B::Modulo => Some(Arith::Mod),
+            _ => None,
+        };
+        if let Some(a) = arith {
+            self.want(&l, Want::Number, left, cx)?;
+            self.want(&r, Want::Number, right, cx)?;
+            let ty = match (l.1, r.1) {
+                (SqlType::Int, SqlType::Int) => SqlType::Int,
+                (SqlType::Float, _) | (_, SqlType::Float) if a != Arith::Mod => SqlType::Float,
+                _ => SqlType::Number,
+            };
+            return Ok((Scalar::Arith(a, Box::new(l.0), Box::new(r.0)), ty));
+        }
+        let compare = match op {
+            B::Eq => Some(Compare::Eq),
+            B::NotEq => Some(Compare::NotEq),
+            B::Lt => Some(Compare::Lt),
+            B::LtEq => Some(Compare::LtEq),
+            B::Gt => Some(Compare::Gt),
+            B::GtEq => Some(Compare::GtEq),
+            _ => None,
+        };
+        if let Some(c) = compare {
+            self.comparable(&l, left, &r, right, cx)?;
+            return Ok((
+                Scalar::Compare(c, Box::new(l.0), Box::new(r.0)),
+                SqlType::Bool,
+            ));
+        }
+        match op {
+            B::And | B::Or => {
+                self.want(&l, Want::Bool, left, cx)?;
+                self.want(&r, Want::Bool, right, cx)?;
+                let make = if *op == B::And {
+                    Scalar::And
+                } else {
+                    Scalar::Or
+                };
+                Ok((Scalar::binary(make, l.0, r.0), SqlType::Bool))
+            }
+            B::StringConcat => Ok((Scalar::binary(Scalar::Concat, l.0, r.0), SqlType::Text)),
+            op => Err(SqlError::unsupported(pos(e), format!("the operator {op}"))),
+        }
+    }
+
+    /// Checks that two operands can be compared, typing an inferred input
+    /// column by the other side (`price > 10` reads `price` as a number,
+    /// `code = '007'` reads `code` as text).
+    fn comparable(
+        &mut self,
+        l: &Typed,
+        le: &ast::Expr,
+        r: &Typed,
+        re: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<(), SqlError> {
+        let class = |t: SqlType| match t {
+            SqlType::Int | SqlType::Float | SqlType::Number => Some(Want::Number),
+            SqlType::Text => Some(Want::Text),
+            SqlType::Bool => Some(Want::Bool),
+            SqlType::Null | SqlType::Any => None,
+        };
+        match (class(l.1), class(r.1)) {
+            (Some(a), Some(b)) if a != b => Err(SqlError::new(
+                SqlErrorKind::Type,
+                pos(re),
+                format!(
+                    "cannot compare {} ({le}) with {} ({re}): CAST one side",
+                    l.1.name(),
+                    r.1.name()
+                ),
+            )),
+            (Some(a), None) => self.want(r, a, re, cx),
+            (None, Some(b)) => self.want(l, b, le, cx),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks (and for inferred input columns, records) that an operand is
+    /// of the wanted kind.
+    fn want(&mut self, t: &Typed, want: Want, e: &ast::Expr, cx: &Cx<'_>) -> Result<(), SqlError> {
+        let ok = match want {
+            Want::Number => matches!(
+                t.1,
+                SqlType::Int | SqlType::Float | SqlType::Number | SqlType::Null
+            ),
+            Want::Text => matches!(t.1, SqlType::Text | SqlType::Null),
+            Want::Bool => matches!(t.1, SqlType::Bool | SqlType::Null),
+        };
+        if ok {
+            return Ok(());
+        }
+        if t.1 == SqlType::Any {
+            let origin = match &t.0 {
+                Scalar::Column(i) => cx.out()[*i].origin,
+                _ => None,
+            };
+            return match (origin, want) {
+                (Some(o), Want::Number) => self.need(o, ColumnType::Number, pos(e)),
+                (Some(o), Want::Text) => self.need(o, ColumnType::Str, pos(e)),
+                _ => Ok(()),
+            };
+        }
+        let wanted = match want {
+            Want::Number => "a number",
+            Want::Text => "text",
+            Want::Bool => "a boolean",
+        };
+        Err(SqlError::new(
+            SqlErrorKind::Type,
+            pos(e),
+            format!("{e} is {}, but {wanted} is needed here", t.1.name()),
+        ))
+    }
+
+    fn case(
+        &mut self,
+        operand: Option<&ast::Expr>,
+        conditions: &[ast::CaseWhen],
+        otherwise: Option<&ast::Expr>,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let subject = operand.map(|o| self.expr(o, cx)).transpose()?;
+        let mut branches = Vec::new();
+        let mut ty = SqlType::Null;
+        for w in conditions {
+            let c = self.expr(&w.condition, cx)?;
+            let cond = match &subject {
+                Some(s) => {
+                    self.comparable(s, operand.expect("subject"), &c, &w.condition, cx)?;
+                    Scalar::Compare(Compare::Eq, Box::new(s.0.clone()), Box::new(c.0))
+                }
+                None => {
+                    self.want(&c, Want::Bool, &w.condition, cx)?;
+                    c.0
+                }
+            };
+            let then = self.expr(&w.result, cx)?;
+            ty = result_type(ty, then.1, &w.result)?;
+            branches.push((cond, then.0));
+        }
+        let otherwise = match otherwise {
+            Some(e) => {
+                let t = self.expr(e, cx)?;
+                ty = result_type(ty, t.1, e)?;
+                t.0
+            }
+            None => Scalar::Literal(Value::Null),
+        };
+        Ok((Scalar::Case(branches, Box::new(otherwise)), ty))
+    }
+
+    fn function(
+        &mut self,
+        f: &ast::Function,
+        e: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let at = pos(e);
+        let name = match f.name.0.as_slice() {
+            [ast::ObjectNamePart::Identifier(i)] => i.value.to_lowercase(),
+            _ => {
+                return Err(SqlError::unsupported(
+                    at,
+                    format!("the function {}", f.name),
+                ));
+            }
+        };
+        if f.over.is_some() {
+            return Err(SqlError::unsupported(
+                at,
+                "a window function (OVER) (for now)",
+            ));
+        }
+        if f.filter.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() {
+            return Err(SqlError::unsupported(
+                at,
+                format!("this form of {name}(...)"),
+            ));
+        }
+        let list = match &f.args {
+            ast::FunctionArguments::List(l) => Some(l),
+            ast::FunctionArguments::None => None,
+            ast::FunctionArguments::Subquery(_) => {
+                return Err(SqlError::unsupported(
+                    at,
+                    "a subquery as a function argument",
+                ));
+            }
+        };
+        if let Some(kind) = aggregate_kind(&name) {
+            return self.aggregate(&name, kind, list, e, cx);
+        }
+        let Some(list) = list else {
+            return Err(SqlError::unsupported(
+                at,
+                format!("{name} without parentheses"),
+            ));
+        };
+        if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+            return Err(SqlError::unsupported(
+                at,
+                format!("this form of {name}(...)"),
+            ));
+        }
+        let mut args = Vec::new();
+        for a in &list.args {
+            match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => args.push(x),
+                _ => {
+                    return Err(SqlError::unsupported(
+                        at,
+                        format!("this argument of {name}"),
+                    ));
+                }
+            }
+        }
+        self.call(&name, &args, e, cx)
+    }
+
+    /// A scalar function by name.
+    fn call(
+        &mut self,
+        name: &str,
+        args: &[&ast::Expr],
+        e: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let at = pos(e);
+        let Some((func, arity)) = Func::by_name(name) else {
+            let known = [
+                "coalesce",
+                "nullif",
+                "lower",
+                "upper",
+                "length",
+                "trim",
+                "ltrim",
+                "rtrim",
+                "substring",
+                "replace",
+                "abs",
+                "round",
+                "floor",
+                "ceil",
+                "concat",
+                "greatest",
+                "least",
+                "count",
+                "sum",
+                "avg",
+                "min",
+                "max",
+            ];
+            return Err(SqlError::new(
+                SqlErrorKind::Unsupported,
+                at,
+                format!("unknown function {name}{}", did_you_mean(name, known)),
+            ));
+        };
+        if !arity.contains(&args.len()) {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                at,
+                format!(
+                    "{name} takes {} arguments, not {}",
+                    arity_text(&arity),
+                    args.len()
+                ),
+            ));
+        }
+        let mut bound = Vec::new();
+        for a in args {
+            bound.push(self.expr(a, cx)?);
+        }
+        let want = |i: usize| -> Option<Want> {
+            match func {
+                Func::Lower | Func::Upper | Func::Length | Func::Replace => Some(Want::Text),
+                Func::Trim | Func::LTrim | Func::RTrim => Some(Want::Text),
+                Func::Substring if i == 0 => Some(Want::Text),
+                Func::Substring => Some(Want::Number),
+                Func::Abs | Func::Round | Func::Floor | Func::Ceil => Some(Want::Number),
+                _ => None,
+            }
+        };
+        for (i, (t, a)) in bound.iter().zip(args).enumerate() {
+            if let Some(w) = want(i) {
+                self.want(t, w, a, cx)?;
+            }
+        }
+        let ty = match func {
+            Func::Coalesce | Func::Greatest | Func::Least => {
+                let mut ty = SqlType::Null;
+                for (t, a) in bound.iter().zip(args) {
+                    ty = result_type(ty, t.1, a)?;
+                }
+                ty
+            }
+            Func::NullIf => {
+                self.comparable(&bound[0], args[0], &bound[1], args[1], cx)?;
+                bound[0].1
+            }
+            Func::Length => SqlType::Int,
+            Func::Abs | Func::Floor | Func::Ceil | Func::Round => match bound[0].1 {
+                SqlType::Any => SqlType::Number,
+                t => t,
+            },
+            _ => SqlType::Text,
+        };
+        Ok((
+            Scalar::Call(func, bound.into_iter().map(|t| t.0).collect()),
+            ty,
+        ))
+    }
+
+    fn aggregate(
+        &mut self,
+        name: &str,
+        kind: AggKind,
+        list: Option<&ast::FunctionArgumentList>,
+        e: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let at = pos(e);
+        if cx.agg.is_none() {
+            self.saw_aggregate = true;
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                at,
+                format!(
+                    "the aggregate {name}(...) is not allowed here (WHERE, ON, GROUP BY, or inside another aggregate)"
+                ),
+            ));
+        }
+        let Some(list) = list else {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                at,
+                format!("{name} needs an argument"),
+            ));
+        };
+        let distinct = matches!(
+            list.duplicate_treatment,
+            Some(ast::DuplicateTreatment::Distinct)
+        );
+        if !list.clauses.is_empty() {
+            return Err(SqlError::unsupported(
+                at,
+                format!("this form of {name}(...)"),
+            ));
+        }
+        let arg = match list.args.as_slice() {
+            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard)]
+                if name == "count" && !distinct =>
+            {
+                None
+            }
+            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x))] => Some(x),
+            _ => {
+                return Err(SqlError::new(
+                    SqlErrorKind::Invalid,
+                    at,
+                    format!("{name} takes one argument"),
+                ));
+            }
+        };
+        let from = cx.from;
+        let bound = match arg {
+            Some(x) => {
+                let t = self.expr(x, &mut Cx::plain(from))?;
+                if matches!(kind, AggKind::Sum | AggKind::Avg) {
+                    self.want(&t, Want::Number, x, &Cx::plain(from))?;
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        let (kind, arg, zero, ty) = match (kind, distinct, bound) {
+            (AggKind::Count, false, None) => (AggKind::Count, None, true, SqlType::Int),
+            // count(x) counts the non-null values: the sum of 1 per non-null.
+            (AggKind::Count, false, Some(t)) => {
+                let one_if_present = Scalar::Case(
+                    vec![(
+                        Scalar::IsNull(Box::new(t.0), true),
+                        Scalar::Literal(Value::Int(0)),
+                    )],
+                    Box::new(Scalar::Literal(Value::Int(1))),
+                );
+                (AggKind::Sum, Some(one_if_present), true, SqlType::Int)
+            }
+            (AggKind::Count, true, Some(t)) => {
+                (AggKind::CountDistinct, Some(t.0), true, SqlType::Int)
+            }
+            (_, true, _) => {
+                return Err(SqlError::unsupported(at, format!("{name}(DISTINCT ...)")));
+            }
+            (AggKind::Sum, _, Some(t)) => {
+                let ty = match t.1 {
+                    SqlType::Int | SqlType::Float => t.1,
+                    _ => SqlType::Number,
+                };
+                (AggKind::Sum, Some(t.0), false, ty)
+            }
+            (AggKind::Avg, _, Some(t)) => (AggKind::Avg, Some(t.0), false, SqlType::Float),
+            (k, _, Some(t)) => (k, Some(t.0), false, t.1),
+            (_, _, None) => unreachable!("only count takes *"),
+        };
+        let agg = cx.agg.as_deref_mut().expect("grouped");
+        let call = AggCall {
+            kind,
+            arg: None,
+            empty_is_zero: zero,
+        };
+        let index = match agg
+            .calls
+            .iter()
+            .position(|(c, a)| c.kind == kind && *a == arg)
+        {
+            Some(i) => i,
+            None => {
+                agg.calls.push((call, arg));
+                agg.out.push(Col {
+                    table: None,
+                    name: e.to_string(),
+                    ty,
+                    origin: None,
+                    hidden: false,
+                });
+                agg.calls.len() - 1
+            }
+        };
+        let column = agg.groups.len() + index;
+        Ok((Scalar::Column(column), agg.out[column].ty))
+    }
+}
+
+fn aggregate_kind(name: &str) -> Option<AggKind> {
+    Some(match name {
+        "count" => AggKind::Count,
+        "sum" => AggKind::Sum,
+        "avg" => AggKind::Avg,
+        "min" => AggKind::Min,
+        "max" => AggKind::Max,
+        _ => return None,
+    })
+}
+
+fn arity_text(r: &std::ops::RangeInclusive<usize>) -> String {
+    match (*r.start(), *r.end()) {
+        (a, b) if a == b => a.to_string(),
+        (a, usize::MAX) => format!("at least {a}"),
+        (a, b) => format!("{a} to {b}"),
+    }
+}
+
+fn bool_lit(b: bool) -> Scalar {
+    Scalar::Literal(crate::sql::scalar::boolean(b))
+}
+
+fn maybe_not(s: Scalar, negated: bool) -> Scalar {
+    if negated { Scalar::Not(Box::new(s)) } else { s }
+}
+
+/// `a IS NOT DISTINCT FROM b`: equal, or both null.
+fn not_distinct(a: Scalar, b: Scalar) -> Scalar {
+    let both_null = Scalar::binary(
+        Scalar::And,
+        Scalar::IsNull(Box::new(a.clone()), true),
+        Scalar::IsNull(Box::new(b.clone()), true),
+    );
+    let equal = Scalar::Call(
+        Func::Coalesce,
+        vec![
+            Scalar::Compare(Compare::Eq, Box::new(a), Box::new(b)),
+            bool_lit(false),
+        ],
+    );
+    Scalar::binary(Scalar::Or, both_null, equal)
+}
+
+/// The type of a `CASE`/`COALESCE` result over branches of types `a` and `b`.
+fn result_type(a: SqlType, b: SqlType, e: &ast::Expr) -> Result<SqlType, SqlError> {
+    Ok(match (a, b) {
+        (x, y) if x == y => x,
+        (SqlType::Null, y) => y,
+        (x, SqlType::Null) => x,
+        (SqlType::Any, _) | (_, SqlType::Any) => SqlType::Any,
+        (x, y) if x.numeric() && y.numeric() => SqlType::Number,
+        (x, y) => {
+            return Err(SqlError::new(
+                SqlErrorKind::Type,
+                pos(e),
+                format!(
+                    "{e} is {}, but the other results are {}: CAST one of them",
+                    y.name(),
+                    x.name()
+                ),
+            ));
+        }
+    })
+}
+
+fn literal(v: &ast::Value, at: Pos) -> Result<Typed, SqlError> {
+    Ok(match v {
+        ast::Value::Number(n, _) => match n.parse::<i64>() {
+            Ok(i) => (Scalar::Literal(Value::Int(i)), SqlType::Int),
+            Err(_) => match n.parse::<f64>() {
+                Ok(f) if f.is_finite() => (Scalar::Literal(Value::float(f)), SqlType::Float),
+                _ => {
+                    return Err(SqlError::new(
+                        SqlErrorKind::Invalid,
+                        at,
+                        format!("{n} is not a number kappa can hold"),
+                    ));
+                }
+            },
+        },
+        ast::Value::SingleQuotedString(s)
+        | ast::Value::DoubleQuotedString(s)
+        | ast::Value::EscapedStringLiteral(s)
+        | ast::Value::NationalStringLiteral(s) => (Scalar::Literal(Value::str(s)), SqlType::Text),
+        ast::Value::Boolean(b) => (bool_lit(*b), SqlType::Bool),
+        ast::Value::Null => (Scalar::Literal(Value::Null), SqlType::Null),
+        other => return Err(SqlError::unsupported(at, format!("the literal {other}"))),
+    })
+}
+
+fn escape_character(e: &ast::Expr) -> Result<char, SqlError> {
+    let text = match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) => s.as_str(),
+            _ => "",
+        },
+        _ => "",
+    };
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => Ok(c),
+        _ => Err(SqlError::new(
+            SqlErrorKind::Invalid,
+            pos(e),
+            format!("ESCAPE takes one character, not {e}"),
+        )),
+    }
+}
+
+/// The conversion a SQL type name asks for.
+fn cast_target(t: &ast::DataType, at: Pos) -> Result<(CastTo, SqlType), SqlError> {
+    use ast::DataType as D;
+    Ok(match t {
+        D::Int(_)
+        | D::Integer(_)
+        | D::BigInt(_)
+        | D::SmallInt(_)
+        | D::TinyInt(_)
+        | D::Int8(_)
+        | D::Int4(_)
+        | D::Int2(_)
+        | D::Int64
+        | D::Int32
+        | D::Int16
+        | D::HugeInt
+        | D::Signed
+        | D::SignedInteger => (CastTo::Int, SqlType::Int),
+        D::Double(_)
+        | D::DoublePrecision
+        | D::Float(_)
+        | D::Real
+        | D::Float4
+        | D::Float8
+        | D::Float64
+        | D::Float32
+        | D::Decimal(_)
+        | D::Numeric(_)
+        | D::Dec(_) => (CastTo::Float, SqlType::Float),
+        D::Text
+        | D::Varchar(_)
+        | D::Char(_)
+        | D::Character(_)
+        | D::CharVarying(_)
+        | D::CharacterVarying(_)
+        | D::String(_)
+        | D::Nvarchar(_) => (CastTo::Text, SqlType::Text),
+        D::Boolean | D::Bool => (CastTo::Bool, SqlType::Bool),
+        other => {
+            return Err(SqlError::unsupported(
+                at,
+                format!("the type {other} (for now)"),
+            ));
+        }
+    })
+}
+
+/// The column type a `CREATE TABLE` column declaration reads its values as.
+pub fn declared_type(t: &ast::DataType, at: Pos) -> Result<ColumnType, SqlError> {
+    Ok(match cast_target(t, at)? {
+        (CastTo::Int, _) => ColumnType::Int,
+        (CastTo::Float, _) => ColumnType::Float,
+        (CastTo::Text, _) => ColumnType::Str,
+        (CastTo::Bool, _) => {
+            return Err(SqlError::unsupported(
+                at,
+                "a BOOLEAN input column (for now)",
+            ));
+        }
+    })
+}

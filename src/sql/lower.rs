@@ -1,0 +1,360 @@
+//! Lowering a bound SQL plan to differential operators: the [`Dataflow`]
+//! of a SQL job. Joins and groupings are the engine's own operators
+//! ([`RelationalJoin`], [`GroupAggregate`]), so a SQL job computes exactly
+//! what the equivalent built-in job does, with the same strategies.
+//!
+//! Every operator here is a function of its input collections: `TopK`
+//! breaks ties by the whole row, and the default row of a global
+//! aggregate over no rows is created on worker 0 only.
+
+use std::cmp::Ordering;
+
+use differential_dataflow::AsCollection;
+use timely::dataflow::operators::vec::ToStream;
+
+use super::rel::{AggCall, JoinType, Rel, SetOp, SortKey};
+use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
+use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
+use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
+use crate::value::{Row, Value};
+
+/// A SQL job's dataflow: its outputs' plans over its inputs.
+pub struct SqlFlow {
+    /// Input names, by the index `Rel::Scan` uses.
+    pub inputs: Vec<String>,
+    /// Per input: for each input column, its position in the projected rows.
+    pub positions: Vec<Vec<Option<usize>>>,
+    /// Views and CTEs, by index.
+    pub shared: Vec<Rel>,
+    /// The outputs: name and plan.
+    pub outputs: Vec<(String, Rel)>,
+    /// The join strategy.
+    pub joins: Physical,
+}
+
+impl Dataflow for SqlFlow {
+    fn build<'s>(
+        &self,
+        mut inputs: Inputs<'s>,
+        context: &BuildContext<'s>,
+    ) -> Result<Outputs<'s>, BuildError> {
+        let mut scans = Vec::new();
+        for name in &self.inputs {
+            scans.push(inputs.take(name)?);
+        }
+        let mut lower = Lower {
+            flow: self,
+            scans,
+            memo: vec![None; self.shared.len()],
+            updates: context.updates,
+        };
+        let mut outputs = Outputs::new();
+        for (name, rel) in &self.outputs {
+            let rows = lower.rel(rel);
+            outputs = outputs.with(name, rows);
+        }
+        Ok(outputs)
+    }
+}
+
+struct Lower<'f, 's> {
+    flow: &'f SqlFlow,
+    scans: Vec<Rows<'s>>,
+    memo: Vec<Option<Rows<'s>>>,
+    updates: Updates,
+}
+
+impl<'s> Lower<'_, 's> {
+    fn arity(&self, rel: &Rel) -> usize {
+        rel.arity(&self.flow.shared)
+    }
+
+    fn rel(&mut self, rel: &Rel) -> Rows<'s> {
+        match rel {
+            Rel::Scan { input, columns } => {
+                let width = self.flow.positions[*input].iter().flatten().count();
+                let at: Vec<usize> = columns
+                    .iter()
+                    .map(|&c| self.flow.positions[*input][c].expect("projected"))
+                    .collect();
+                let rows = self.scans[*input].clone();
+                if at.len() == width && at.iter().enumerate().all(|(i, &p)| i == p) {
+                    rows
+                } else {
+                    rows.map(move |row| at.iter().map(|&p| row[p].clone()).collect())
+                }
+            }
+            Rel::Filter(input, predicate) => {
+                let p = predicate.clone();
+                self.rel(input).filter(move |row| p.holds(row))
+            }
+            Rel::Map(input, exprs) => {
+                let exprs = exprs.clone();
+                self.rel(input)
+                    .map(move |row| exprs.iter().map(|e| e.eval(&row)).collect::<Row>())
+            }
+            Rel::Join {
+                left,
+                right,
+                kind,
+                left_key,
+                right_key,
+                residual,
+            } => {
+                let (nl, nr) = (self.arity(left), self.arity(right));
+                let (l, r) = (self.rel(left), self.rel(right));
+                let joined = self.join(l, r, *kind, (left_key, right_key), (nl, nr));
+                match residual {
+                    Some(p) => {
+                        let p = p.clone();
+                        joined.filter(move |row| p.holds(row))
+                    }
+                    None => joined,
+                }
+            }
+            Rel::Aggregate { input, keys, aggs } => {
+                let rows = self.rel(input);
+                aggregate(rows, *keys, aggs, &self.flow.joins, self.updates)
+            }
+            Rel::Distinct(input) => self.rel(input).distinct(),
+            Rel::Union(inputs) => {
+                let mut parts = inputs.iter().map(|i| self.rel(i));
+                let first = parts.next().expect("a union has inputs");
+                parts.fold(first, |acc, p| acc.concat(p))
+            }
+            Rel::SetOp {
+                op,
+                all,
+                left,
+                right,
+            } => {
+                let (l, r) = (self.rel(left), self.rel(right));
+                set_op(l, r, *op, *all)
+            }
+            Rel::TopK {
+                input,
+                order,
+                limit,
+                offset,
+            } => top_k(self.rel(input), order.clone(), *limit, *offset),
+            Rel::Shared(i) => {
+                if let Some(rows) = &self.memo[*i] {
+                    return rows.clone();
+                }
+                let rows = self.rel(&self.flow.shared[*i].clone());
+                self.memo[*i] = Some(rows.clone());
+                rows
+            }
+        }
+    }
+
+    /// An equi-join with the engine's join; right and full joins are left
+    /// joins with the sides swapped (plus the unmatched right rows).
+    fn join(
+        &self,
+        l: Rows<'s>,
+        r: Rows<'s>,
+        kind: JoinType,
+        (lk, rk): (&[usize], &[usize]),
+        (nl, nr): (usize, usize),
+    ) -> Rows<'s> {
+        let columns = |key: &[usize], other: &[usize], n: usize| JoinColumns {
+            left_key: key.to_vec(),
+            right_key: other.to_vec(),
+            right_rest: (0..n).collect(),
+        };
+        let physical = &self.flow.joins;
+        let updates = self.updates;
+        let swap_back = move |row: Row| -> Row {
+            let mut out = Vec::with_capacity(row.len());
+            out.extend_from_slice(&row[nr..]);
+            out.extend_from_slice(&row[..nr]);
+            out
+        };
+        match kind {
+            JoinType::Inner => {
+                l.relational_join_with(r, columns(lk, rk, nr), JoinKind::Inner, physical, updates)
+            }
+            JoinType::Left => {
+                l.relational_join_with(r, columns(lk, rk, nr), JoinKind::Left, physical, updates)
+            }
+            JoinType::Right => r
+                .relational_join_with(l, columns(rk, lk, nl), JoinKind::Left, physical, updates)
+                .map(swap_back),
+            JoinType::Full => {
+                let left_join = l.clone().relational_join_with(
+                    r.clone(),
+                    columns(lk, rk, nr),
+                    JoinKind::Left,
+                    physical,
+                    updates,
+                );
+                let unmatched_right = r
+                    .relational_join_with(l, columns(rk, lk, nl), JoinKind::Anti, physical, updates)
+                    .map(move |row: Row| {
+                        let mut out = vec![Value::Null; nl];
+                        out.extend(row);
+                        out
+                    });
+                left_join.concat(unmatched_right)
+            }
+        }
+    }
+}
+
+/// A grouping: the first `keys` columns are the key, the aggregates read
+/// the other columns. With no key (a global aggregate) the one result row
+/// exists even over no input rows, as SQL says: counts 0, the rest null.
+fn aggregate<'s>(
+    rows: Rows<'s>,
+    keys: usize,
+    aggs: &[AggCall],
+    physical: &Physical,
+    updates: Updates,
+) -> Rows<'s> {
+    let mut values: Vec<usize> = Vec::new();
+    let calls: Vec<(AggKind, Option<usize>)> = aggs
+        .iter()
+        .map(|a| {
+            let slot = a.arg.map(|p| match values.iter().position(|&v| v == p) {
+                Some(i) => i,
+                None => {
+                    values.push(p);
+                    values.len() - 1
+                }
+            });
+            (a.kind, slot)
+        })
+        .collect();
+    let grouping = match physical {
+        Physical::Skew(_) => physical,
+        _ => &Physical::Shuffle,
+    };
+    let result = rows.group_aggregate_with(
+        (0..keys).collect(),
+        values,
+        Aggregates::over_positions(&calls),
+        grouping,
+        updates,
+    );
+    if keys > 0 {
+        return result;
+    }
+    let default: Row = aggs
+        .iter()
+        .map(|a| {
+            if a.empty_is_zero {
+                Value::Int(0)
+            } else {
+                Value::Null
+            }
+        })
+        .collect();
+    let scope = result.scope();
+    let seed = if scope.index() == 0 {
+        vec![(((), default), 0 as Time, 1isize)]
+    } else {
+        Vec::new()
+    };
+    let fallback = seed
+        .to_stream(scope)
+        .as_collection()
+        .antijoin(result.clone().map(|_| ()).distinct())
+        .map(|((), row)| row);
+    result.concat(fallback)
+}
+
+fn set_op<'s>(l: Rows<'s>, r: Rows<'s>, op: SetOp, all: bool) -> Rows<'s> {
+    if !all {
+        let (l, r) = (l.distinct(), r.distinct());
+        let keyed = l.map(|row| (row, ()));
+        return match op {
+            SetOp::Intersect => keyed.semijoin(r).map(|(row, ())| row),
+            SetOp::Except => keyed.antijoin(r).map(|(row, ())| row),
+        };
+    }
+    // Multisets: per distinct row, min (INTERSECT ALL) or the positive
+    // difference (EXCEPT ALL) of the two sides' counts.
+    let tagged = l.map(|row| (row, true)).concat(r.map(|row| (row, false)));
+    tagged
+        .reduce(
+            move |_row, input: &[(&bool, isize)], output: &mut Vec<((), isize)>| {
+                let count = |side: bool| {
+                    input
+                        .iter()
+                        .filter(|(s, _)| **s == side)
+                        .map(|(_, n)| *n)
+                        .sum::<isize>()
+                };
+                let (a, b) = (count(true), count(false));
+                let n = match op {
+                    SetOp::Intersect => a.min(b),
+                    SetOp::Except => a - b,
+                };
+                if n > 0 {
+                    output.push(((), n));
+                }
+            },
+        )
+        .map(|(row, ())| row)
+}
+
+/// The rows at positions `offset..offset+limit` of the input sorted by
+/// `order`, ties broken by the whole row.
+fn top_k<'s>(rows: Rows<'s>, order: Vec<SortKey>, limit: u64, offset: u64) -> Rows<'s> {
+    rows.map(|row| ((), row))
+        .reduce(
+            move |_, input: &[(&Row, isize)], output: &mut Vec<(Row, isize)>| {
+                let mut sorted: Vec<(&Row, isize)> = input.iter().map(|(r, n)| (*r, *n)).collect();
+                sorted.sort_by(|a, b| compare_rows(a.0, b.0, &order));
+                let (mut skip, mut take) = (offset as i128, limit as i128);
+                for (row, n) in sorted {
+                    let n = n as i128;
+                    let skipped = skip.min(n);
+                    skip -= skipped;
+                    let kept = (n - skipped).min(take);
+                    take -= kept;
+                    if kept > 0 {
+                        output.push((row.clone(), kept as isize));
+                    }
+                    if take == 0 {
+                        break;
+                    }
+                }
+            },
+        )
+        .map(|((), row)| row)
+}
+
+/// SQL `ORDER BY`: each key in its direction with its null placement,
+/// numbers by value; then the whole row, so no two distinct rows tie.
+pub fn compare_rows(a: &Row, b: &Row, order: &[SortKey]) -> Ordering {
+    for k in order {
+        let (x, y) = (&a[k.column], &b[k.column]);
+        let o = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => {
+                return if k.nulls_first {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                };
+            }
+            (false, true) => {
+                return if k.nulls_first {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                };
+            }
+            (false, false) => {
+                let o = super::scalar::sql_cmp(x, y).unwrap_or(Ordering::Equal);
+                if k.descending { o.reverse() } else { o }
+            }
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.cmp(b)
+}

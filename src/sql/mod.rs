@@ -1,0 +1,586 @@
+//! SQL jobs: a query compiled to the engine's own operators, so that it
+//! has every property of a Rust job — batch == stream == reprocess,
+//! `table verify`, reprocess-and-swap, rollback.
+//!
+//! A script ([`SqlJob::parse`]) is either one `SELECT` (the output is
+//! named `result`) or one or more `CREATE VIEW name AS ...` (one output per
+//! view; a view may read earlier views), optionally preceded by
+//! `CREATE TABLE name (col type, ...)` declarations that fix the types an
+//! input's columns are read as. Table names in the queries are inputs.
+//!
+//! Pipeline: sqlparser's AST → the binder (`bind/`: names, types, the
+//! logical plan [`rel::Rel`]) → column pruning (`rel::prune`) → lowering
+//! (`lower.rs`) into differential operators. Nothing is generated or
+//! compiled per query: planning takes milliseconds.
+//!
+//! Identity: a SQL job is the job `sql` whose parameter `query` is the
+//! normalized text of the script (sqlparser's rendering, so whitespace and
+//! comments do not matter), so a deployment records the query it runs, a
+//! changed query is a new version for `kappa reprocess`, and `table verify`
+//! / `rollback` rebuild the job from the catalog ([`SqlJob::from_params`]).
+//!
+//! The names a [`JobSpec`] holds are `&'static str`: a SQL job's input
+//! and output names and text are leaked once per parsed script (a process
+//! parses a handful).
+
+pub mod error;
+
+mod bind;
+mod lower;
+mod rel;
+mod scalar;
+
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{self, Spanned, Visit, Visitor};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::Parser;
+
+use crate::job::{
+    DataContext, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan, PlanError, Schemas,
+};
+use crate::ops::join::Physical;
+use crate::schema::{ColumnType, OutputSchema, Projection};
+use bind::{Binder, Bound, InputInfo};
+pub use error::{Pos, SqlError, SqlErrorKind};
+use rel::Rel;
+
+/// The job name every SQL job runs under.
+pub const JOB_NAME: &str = "sql";
+/// The parameter that holds the normalized query text.
+pub const QUERY_PARAM: &str = "query";
+/// The output of a script that is one `SELECT`.
+pub const RESULT: &str = "result";
+
+/// A parsed SQL script, ready to plan over its inputs.
+#[derive(Debug)]
+pub struct SqlJob {
+    /// Where the text came from (a file's path), for error messages.
+    source: String,
+    /// The text as written (error positions refer to it).
+    original: String,
+    /// The normalized text: the job's identity.
+    normalized: &'static str,
+    declared: Vec<Declared>,
+    outputs: Vec<OutputDef>,
+    inputs: Vec<&'static str>,
+}
+
+/// `CREATE TABLE name (col type, ...)`.
+#[derive(Debug)]
+struct Declared {
+    table: ast::Ident,
+    columns: Vec<(ast::Ident, ColumnType)>,
+}
+
+#[derive(Debug)]
+struct OutputDef {
+    name: &'static str,
+    query: ast::Query,
+    view: bool,
+    pos: Pos,
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+impl SqlJob {
+    /// Parses a script; `source` names it in error messages (a path, or
+    /// `--sql-text`).
+    pub fn parse(text: &str, source: &str) -> Result<SqlJob, SqlError> {
+        let statements = Parser::parse_sql(&GenericDialect {}, text)
+            .map_err(|e| SqlError::syntax(e).located(source, text))?;
+        SqlJob::from_statements(statements, text, source).map_err(|e| e.located(source, text))
+    }
+
+    /// The job a deployment ran, from its recorded parameters.
+    pub fn from_params(params: &[(String, String)]) -> Result<SqlJob, SqlError> {
+        let text = params
+            .iter()
+            .find(|(k, _)| k == QUERY_PARAM)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        SqlJob::parse(text, "the deployment's query")
+    }
+
+    fn from_statements(
+        statements: Vec<ast::Statement>,
+        text: &str,
+        source: &str,
+    ) -> Result<SqlJob, SqlError> {
+        if statements.is_empty() {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                Pos::default(),
+                "the script has no statement",
+            ));
+        }
+        let normalized = statements
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(";\n");
+        let mut declared = Vec::new();
+        let mut outputs: Vec<OutputDef> = Vec::new();
+        for s in &statements {
+            let at = Pos::of(s.span());
+            match s {
+                ast::Statement::Query(q) => outputs.push(OutputDef {
+                    name: RESULT,
+                    query: (**q).clone(),
+                    view: false,
+                    pos: at,
+                }),
+                ast::Statement::CreateView(v) => {
+                    let name = single_name(&v.name, at)?;
+                    if !v.columns.is_empty() {
+                        return Err(SqlError::unsupported(
+                            at,
+                            "a column list after the view name (alias the columns in its SELECT)",
+                        ));
+                    }
+                    outputs.push(OutputDef {
+                        name: leak(name.value.clone()),
+                        query: (*v.query).clone(),
+                        view: true,
+                        pos: Pos::of(name.span),
+                    });
+                }
+                ast::Statement::CreateTable(t) if t.query.is_none() => {
+                    let table = single_name(&t.name, at)?;
+                    let mut columns = Vec::new();
+                    for c in &t.columns {
+                        let ty = bind::declared_type(&c.data_type, Pos::of(c.name.span))?;
+                        columns.push((c.name.clone(), ty));
+                    }
+                    declared.push(Declared { table, columns });
+                }
+                other => {
+                    let what = other.to_string();
+                    let what = what
+                        .split_whitespace()
+                        .take(2)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    return Err(SqlError::unsupported(
+                        at,
+                        format!("the statement {what} ..."),
+                    ));
+                }
+            }
+        }
+        check_outputs(&outputs)?;
+        let inputs = referenced_tables(&outputs);
+        Ok(SqlJob {
+            source: source.to_string(),
+            original: text.to_string(),
+            normalized: leak(normalized),
+            declared,
+            outputs,
+            inputs,
+        })
+    }
+
+    /// The normalized text (the job's `query` parameter).
+    pub fn normalized(&self) -> &str {
+        self.normalized
+    }
+
+    /// The columns a `CREATE TABLE` declares for input `name`, if one does.
+    pub fn declared_columns(&self, name: &str) -> Option<Vec<String>> {
+        self.declared
+            .iter()
+            .find(|d| bind::names(&d.table, name))
+            .map(|d| d.columns.iter().map(|(c, _)| c.value.clone()).collect())
+    }
+
+    /// The tables the script reads, which `--input` must name.
+    pub fn input_names(&self) -> &[&'static str] {
+        &self.inputs
+    }
+
+    /// Binds the script against the inputs' columns: the plan and, for
+    /// `kappa sql explain`, a description of it.
+    fn bind(&self, schemas: &Schemas) -> Result<Bound_, SqlError> {
+        let infos = self.input_infos(schemas)?;
+        let infos_for_binder = infos.clone();
+        let mut binder = Binder::new(&infos_for_binder);
+        let mut outputs: Vec<(&'static str, Bound, Pos)> = Vec::new();
+        for o in &self.outputs {
+            let bound = if o.view {
+                binder.view(o.name, &o.query)?.0
+            } else {
+                binder.query(&o.query)?
+            };
+            check_columns(o, &bound)?;
+            outputs.push((o.name, bound, o.pos));
+        }
+        let shared: Vec<Rel> = binder
+            .shared
+            .iter()
+            .map(|r| rel::prune_all(r.clone(), &binder.shared).0)
+            .collect();
+        let rels: Vec<(&'static str, Rel, Vec<String>)> = outputs
+            .into_iter()
+            .map(|(name, b, _)| {
+                let rel = rel::prune_all(b.rel, &binder.shared).0;
+                (name, rel, b.cols.into_iter().map(|c| c.name).collect())
+            })
+            .collect();
+        let all: Vec<&Rel> = shared
+            .iter()
+            .chain(rels.iter().map(|(_, r, _)| r))
+            .collect();
+        let scanned = rel::scanned(&all, infos.len());
+        let projections: Vec<Projection> = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| Projection {
+                input: info.name.clone(),
+                columns: scanned[i]
+                    .iter()
+                    .map(|&c| {
+                        let ty = binder
+                            .needs
+                            .get(&(i, c))
+                            .map(|(t, _)| *t)
+                            .or(info.declared[c])
+                            .unwrap_or(ColumnType::Any);
+                        (c, ty)
+                    })
+                    .collect(),
+                late: None,
+                rules: Vec::new(),
+            })
+            .collect();
+        let positions = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                (0..info.columns.len())
+                    .map(|c| scanned[i].iter().position(|&s| s == c))
+                    .collect()
+            })
+            .collect();
+        Ok(Bound_ {
+            infos,
+            shared,
+            shared_names: binder.shared_names,
+            outputs: rels,
+            projections,
+            positions,
+        })
+    }
+
+    fn input_infos(&self, schemas: &Schemas) -> Result<Vec<InputInfo>, SqlError> {
+        let mut infos = Vec::new();
+        for name in &self.inputs {
+            let schema = schemas.get(name).map_err(|e| {
+                SqlError::new(SqlErrorKind::UnknownTable, Pos::default(), e.to_string())
+            })?;
+            let mut declared = vec![None; schema.columns.len()];
+            for d in self.declared.iter().filter(|d| bind::names(&d.table, name)) {
+                for (col, ty) in &d.columns {
+                    let Some(c) = schema.columns.iter().position(|c| bind::names(col, c)) else {
+                        return Err(SqlError::new(
+                            SqlErrorKind::UnknownColumn,
+                            Pos::of(col.span),
+                            format!(
+                                "table {name} declares column {}, which its input does not have (its columns: {})",
+                                col.value,
+                                schema.columns.join(", ")
+                            ),
+                        ));
+                    };
+                    declared[c] = Some(*ty);
+                }
+            }
+            infos.push(InputInfo {
+                name: name.to_string(),
+                columns: schema.columns.clone(),
+                declared,
+            });
+        }
+        Ok(infos)
+    }
+
+    /// The plan of the script over `schemas`, as `kappa sql explain` prints it.
+    pub fn explain(&self, schemas: &Schemas) -> Result<String, SqlError> {
+        let b = self
+            .bind(schemas)
+            .map_err(|e| e.located(&self.source, &self.original))?;
+        let input_names: Vec<String> = b.infos.iter().map(|i| i.name.clone()).collect();
+        let input_columns: Vec<Vec<String>> = b.infos.iter().map(|i| i.columns.clone()).collect();
+        let ctx = rel::ExplainContext {
+            inputs: &input_names,
+            input_columns: &input_columns,
+            shared_names: &b.shared_names,
+            join_strategy: "shuffle",
+        };
+        let mut out = String::new();
+        out.push_str("inputs (the columns each one reads, and as what):\n");
+        for p in &b.projections {
+            let info = b
+                .infos
+                .iter()
+                .find(|i| i.name == p.input)
+                .expect("an input");
+            let cols: Vec<String> = p
+                .columns
+                .iter()
+                .map(|(c, t)| format!("{} {}", info.columns[*c], type_name(*t)))
+                .collect();
+            out.push_str(&format!("  {}: {}\n", p.input, cols.join(", ")));
+        }
+        for (i, r) in b.shared.iter().enumerate() {
+            out.push_str(&format!("shared {} (computed once):\n", b.shared_names[i]));
+            rel::explain(r, 1, &ctx, &mut out);
+        }
+        for (name, r, cols) in &b.outputs {
+            let key = output_key(r, cols.len());
+            let key: Vec<&str> = key.iter().map(|&k| cols[k].as_str()).collect();
+            out.push_str(&format!(
+                "output {name} ({}), key ({}):\n",
+                cols.join(", "),
+                key.join(", ")
+            ));
+            rel::explain(r, 1, &ctx, &mut out);
+        }
+        Ok(out)
+    }
+}
+
+/// What binding a script gives.
+struct Bound_ {
+    infos: Vec<InputInfo>,
+    shared: Vec<Rel>,
+    shared_names: Vec<String>,
+    outputs: Vec<(&'static str, Rel, Vec<String>)>,
+    projections: Vec<Projection>,
+    positions: Vec<Vec<Option<usize>>>,
+}
+
+fn type_name(t: ColumnType) -> &'static str {
+    match t {
+        ColumnType::Int => "integer",
+        ColumnType::Float => "float",
+        ColumnType::Number => "number",
+        ColumnType::Str => "text",
+        ColumnType::Any | ColumnType::Time(..) => "inferred",
+    }
+}
+
+impl Job for SqlJob {
+    fn spec(&self) -> JobSpec {
+        JobSpec {
+            name: JOB_NAME,
+            version: 1,
+            about: "A SQL query (kappa run|stream|reprocess --sql)",
+            inputs: self
+                .inputs
+                .iter()
+                .map(|name| InputSpec {
+                    name,
+                    columns: &[],
+                    format: None,
+                    about: "a table the query reads",
+                })
+                .collect(),
+            params: vec![ParamSpec {
+                name: QUERY_PARAM,
+                default: Some(self.normalized),
+                help: "the query (set by --sql; its normalized text is the job's identity)",
+            }],
+            outputs: self
+                .outputs
+                .iter()
+                .map(|o| OutputSpec {
+                    name: o.name,
+                    about: if o.view {
+                        "a view of the script"
+                    } else {
+                        "the query's result"
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    fn plan(
+        &self,
+        params: &Params,
+        inputs: &Schemas,
+        data: &dyn DataContext,
+    ) -> Result<Plan, PlanError> {
+        if params.get(QUERY_PARAM) != self.normalized {
+            return Err(PlanError::BadParam {
+                name: QUERY_PARAM.into(),
+                value: params.get(QUERY_PARAM).into(),
+                reason: "a SQL job's query is its script (give it with --sql)".into(),
+            });
+        }
+        let b = self
+            .bind(inputs)
+            .map_err(|e| PlanError::Sql(Box::new(e.located(&self.source, &self.original))))?;
+        let _ = data;
+        let outputs = b
+            .outputs
+            .iter()
+            .map(|(name, r, cols)| OutputSchema {
+                name: name.to_string(),
+                columns: cols.clone(),
+                key: output_key(r, cols.len()),
+            })
+            .collect();
+        let flow = lower::SqlFlow {
+            inputs: b.infos.iter().map(|i| i.name.clone()).collect(),
+            positions: b.positions,
+            shared: b.shared,
+            outputs: b
+                .outputs
+                .into_iter()
+                .map(|(n, r, _)| (n.to_string(), r))
+                .collect(),
+            joins: Physical::Shuffle,
+        };
+        Ok(Plan::new(b.projections, outputs, flow))
+    }
+}
+
+/// The key of an output: its grouping keys when it is a grouping whose
+/// select list has each key as a column, else the whole row (a table then
+/// counts equal rows).
+fn output_key(rel: &Rel, arity: usize) -> Vec<usize> {
+    let whole = (0..arity).collect();
+    let Rel::Map(input, exprs) = rel else {
+        return whole;
+    };
+    let mut below = &**input;
+    while let Rel::Filter(i, _) = below {
+        below = i;
+    }
+    let Rel::Aggregate { keys, .. } = below else {
+        return whole;
+    };
+    if *keys == 0 {
+        return whole;
+    }
+    let mut key = Vec::new();
+    for k in 0..*keys {
+        match exprs.iter().position(|e| *e == scalar::Scalar::Column(k)) {
+            Some(p) => key.push(p),
+            None => return whole,
+        }
+    }
+    key.sort_unstable();
+    key
+}
+
+fn single_name(name: &ast::ObjectName, at: Pos) -> Result<ast::Ident, SqlError> {
+    match name.0.as_slice() {
+        [ast::ObjectNamePart::Identifier(i)] => Ok(i.clone()),
+        _ => Err(SqlError::unsupported(
+            at,
+            format!("the qualified name {name}"),
+        )),
+    }
+}
+
+/// One `SELECT`, or views only; output names unique.
+fn check_outputs(outputs: &[OutputDef]) -> Result<(), SqlError> {
+    let selects: Vec<&OutputDef> = outputs.iter().filter(|o| !o.view).collect();
+    if selects.len() > 1 || (selects.len() == 1 && outputs.len() > 1) {
+        let second = selects.get(1).copied().unwrap_or(selects[0]);
+        return Err(SqlError::new(
+            SqlErrorKind::Invalid,
+            second.pos,
+            "a script is one SELECT, or CREATE VIEW statements (one output each)",
+        ));
+    }
+    if outputs.is_empty() {
+        return Err(SqlError::new(
+            SqlErrorKind::Invalid,
+            Pos::default(),
+            "the script has no SELECT and no CREATE VIEW",
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for o in outputs {
+        if !seen.insert(o.name.to_lowercase()) {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                o.pos,
+                format!("two views are named {}", o.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Output column names must be unique (they name file and table columns).
+fn check_columns(o: &OutputDef, b: &Bound) -> Result<(), SqlError> {
+    let mut seen = BTreeSet::new();
+    for c in &b.cols {
+        if !seen.insert(c.name.to_lowercase()) {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                o.pos,
+                format!(
+                    "{} has two columns named {}: give one an alias (AS name)",
+                    o.name, c.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tables the queries read that are not views or CTEs: the inputs,
+/// in order of first mention, spelled as first written.
+fn referenced_tables(outputs: &[OutputDef]) -> Vec<&'static str> {
+    struct Tables {
+        ctes: BTreeSet<String>,
+        seen: Vec<String>,
+    }
+    impl Visitor for Tables {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &ast::Query) -> ControlFlow<()> {
+            if let Some(with) = &q.with {
+                for c in &with.cte_tables {
+                    self.ctes.insert(c.alias.name.value.to_lowercase());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_relation(&mut self, r: &ast::ObjectName) -> ControlFlow<()> {
+            let name = r.to_string();
+            let name = name.trim_matches('"').to_string();
+            if !self.seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
+                self.seen.push(name);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut t = Tables {
+        ctes: BTreeSet::new(),
+        seen: Vec::new(),
+    };
+    for o in outputs {
+        let _ = o.query.visit(&mut t);
+    }
+    let views: BTreeSet<String> = outputs
+        .iter()
+        .filter(|o| o.view)
+        .map(|o| o.name.to_lowercase())
+        .collect();
+    t.seen
+        .into_iter()
+        .filter(|n| !t.ctes.contains(&n.to_lowercase()) && !views.contains(&n.to_lowercase()))
+        .map(leak)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

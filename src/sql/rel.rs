@@ -1,0 +1,525 @@
+//! The logical plan of a SQL query: relational operators over rows whose
+//! columns are positions, built by the binder (`bind/`) and lowered to
+//! differential operators (`lower.rs`).
+//!
+//! Invariants: every [`Scalar`] in a node reads only positions below the
+//! arity of the node's input (for a join, of left ++ right); a
+//! [`Rel::Shared`] names an earlier entry of the plan's shared list (a CTE
+//! or view), so the graph has no cycles.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::scalar::Scalar;
+use crate::ops::aggregate::AggKind;
+
+/// How two relations are joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinType {
+    /// Matching pairs.
+    Inner,
+    /// Matching pairs and unmatched left rows.
+    Left,
+    /// Matching pairs and unmatched right rows.
+    Right,
+    /// Matching pairs and unmatched rows of both sides.
+    Full,
+}
+
+/// Set operations besides `UNION ALL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetOp {
+    /// `EXCEPT [ALL]`.
+    Except,
+    /// `INTERSECT [ALL]`.
+    Intersect,
+}
+
+/// One aggregate of an [`Rel::Aggregate`]: a function over an input position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggCall {
+    /// The engine's aggregate.
+    pub kind: AggKind,
+    /// The input position it reads (`None` for `count(*)`).
+    pub arg: Option<usize>,
+    /// Its value over no rows (a global aggregate of an empty input):
+    /// 0 for counts, null for the others.
+    pub empty_is_zero: bool,
+}
+
+/// A sort key of a [`Rel::TopK`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SortKey {
+    /// The position sorted by.
+    pub column: usize,
+    /// `DESC`.
+    pub descending: bool,
+    /// Nulls before other values (SQL's default: last ascending, first descending).
+    pub nulls_first: bool,
+}
+
+/// A relational operator.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rel {
+    /// Columns of an input (positions in the input's own columns).
+    Scan {
+        /// The input's index in the plan's input list.
+        input: usize,
+        /// Input column positions, in output order.
+        columns: Vec<usize>,
+    },
+    /// Rows for which the predicate is true.
+    Filter(Box<Rel>, Scalar),
+    /// One output column per expression.
+    Map(Box<Rel>, Vec<Scalar>),
+    /// An equi-join (no keys: every pair); output left ++ right columns.
+    Join {
+        /// The left side.
+        left: Box<Rel>,
+        /// The right side.
+        right: Box<Rel>,
+        /// Which rows are kept.
+        kind: JoinType,
+        /// Key positions in left rows.
+        left_key: Vec<usize>,
+        /// Key positions in right rows, paired with `left_key`.
+        right_key: Vec<usize>,
+        /// A condition over left ++ right besides the keys (inner joins only).
+        residual: Option<Scalar>,
+    },
+    /// Groups by the first `keys` columns; output: the keys, then one
+    /// column per aggregate.
+    Aggregate {
+        /// The input.
+        input: Box<Rel>,
+        /// How many leading columns form the group key.
+        keys: usize,
+        /// The aggregates.
+        aggs: Vec<AggCall>,
+    },
+    /// Each distinct row once.
+    Distinct(Box<Rel>),
+    /// `UNION ALL` of relations of one arity.
+    Union(Vec<Rel>),
+    /// `EXCEPT`/`INTERSECT`, `all` keeping multiplicities.
+    SetOp {
+        /// The operation.
+        op: SetOp,
+        /// Multiset (`ALL`) rather than set semantics.
+        all: bool,
+        /// The left operand.
+        left: Box<Rel>,
+        /// The right operand.
+        right: Box<Rel>,
+    },
+    /// `ORDER BY ... LIMIT n OFFSET m`: the rows at sorted positions
+    /// `m..m+n`, ties broken by the whole row so that the result is a
+    /// function of the input.
+    TopK {
+        /// The input.
+        input: Box<Rel>,
+        /// The order.
+        order: Vec<SortKey>,
+        /// Rows kept.
+        limit: u64,
+        /// Rows skipped first.
+        offset: u64,
+    },
+    /// A CTE or view, computed once however often it is read.
+    Shared(usize),
+}
+
+impl Rel {
+    /// The number of columns of its rows.
+    pub fn arity(&self, shared: &[Rel]) -> usize {
+        match self {
+            Rel::Scan { columns, .. } => columns.len(),
+            Rel::Filter(input, _) | Rel::Distinct(input) | Rel::TopK { input, .. } => {
+                input.arity(shared)
+            }
+            Rel::Map(_, exprs) => exprs.len(),
+            Rel::Join { left, right, .. } => left.arity(shared) + right.arity(shared),
+            Rel::Aggregate { keys, aggs, .. } => keys + aggs.len(),
+            Rel::Union(inputs) => inputs[0].arity(shared),
+            Rel::SetOp { left, .. } => left.arity(shared),
+            Rel::Shared(i) => shared[*i].arity(shared),
+        }
+    }
+}
+
+/// Removes columns nobody reads: returns the relation producing only the
+/// columns of `rel` marked in `needed` (possibly a few more), and for each
+/// original column its new position (`None` if dropped). Shared relations
+/// are pruned separately (they may have several readers), so a `Shared`
+/// keeps all its columns.
+pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usize>>) {
+    let arity = rel.arity(shared);
+    let identity = || (0..arity).map(Some).collect::<Vec<_>>();
+    match rel {
+        Rel::Scan { input, columns } => {
+            let mut map = vec![None; columns.len()];
+            let mut kept = Vec::new();
+            for (i, c) in columns.into_iter().enumerate() {
+                if needed[i] {
+                    map[i] = Some(kept.len());
+                    kept.push(c);
+                }
+            }
+            (
+                Rel::Scan {
+                    input,
+                    columns: kept,
+                },
+                map,
+            )
+        }
+        Rel::Filter(input, predicate) => {
+            let mut need = needed.to_vec();
+            mark(&predicate, &mut need);
+            let (input, map) = prune(*input, &need, shared);
+            let predicate = predicate.remap(&|i| map[i].expect("kept"));
+            (Rel::Filter(Box::new(input), predicate), map)
+        }
+        Rel::Map(input, exprs) => {
+            let in_arity = input.arity(shared);
+            let mut need = vec![false; in_arity];
+            let mut map = vec![None; exprs.len()];
+            let mut kept = Vec::new();
+            for (i, e) in exprs.into_iter().enumerate() {
+                if needed[i] {
+                    mark(&e, &mut need);
+                    map[i] = Some(kept.len());
+                    kept.push(e);
+                }
+            }
+            let (input, inner) = prune(*input, &need, shared);
+            let kept = kept
+                .iter()
+                .map(|e| e.remap(&|i| inner[i].expect("kept")))
+                .collect();
+            (Rel::Map(Box::new(input), kept), map)
+        }
+        Rel::Join {
+            left,
+            right,
+            kind,
+            left_key,
+            right_key,
+            residual,
+        } => {
+            let nl = left.arity(shared);
+            let mut need = needed.to_vec();
+            if let Some(r) = &residual {
+                mark(r, &mut need);
+            }
+            let mut need_left = need[..nl].to_vec();
+            let mut need_right = need[nl..].to_vec();
+            left_key.iter().for_each(|&k| need_left[k] = true);
+            right_key.iter().for_each(|&k| need_right[k] = true);
+            let (left, lmap) = prune(*left, &need_left, shared);
+            let (right, rmap) = prune(*right, &need_right, shared);
+            let new_nl = lmap.iter().flatten().count();
+            let map: Vec<Option<usize>> = lmap
+                .iter()
+                .copied()
+                .chain(rmap.iter().map(|m| m.map(|p| p + new_nl)))
+                .collect();
+            let residual = residual.map(|r| r.remap(&|i| map[i].expect("kept")));
+            (
+                Rel::Join {
+                    left: Box::new(left),
+                    right: Box::new(right),
+                    kind,
+                    left_key: left_key.iter().map(|&k| lmap[k].expect("kept")).collect(),
+                    right_key: right_key.iter().map(|&k| rmap[k].expect("kept")).collect(),
+                    residual,
+                },
+                map,
+            )
+        }
+        Rel::Aggregate { input, keys, aggs } => {
+            let mut need = vec![false; input.arity(shared)];
+            need[..keys].iter_mut().for_each(|n| *n = true);
+            aggs.iter()
+                .filter_map(|a| a.arg)
+                .for_each(|a| need[a] = true);
+            let (input, map) = prune(*input, &need, shared);
+            let aggs = aggs
+                .into_iter()
+                .map(|a| AggCall {
+                    arg: a.arg.map(|p| map[p].expect("kept")),
+                    ..a
+                })
+                .collect();
+            // The keys stay the leading columns: pruning keeps order.
+            (
+                Rel::Aggregate {
+                    input: Box::new(input),
+                    keys,
+                    aggs,
+                },
+                identity(),
+            )
+        }
+        Rel::TopK {
+            input,
+            order,
+            limit,
+            offset,
+        } => {
+            // Ties are broken by the whole row: every column is read.
+            let (input, _) = prune_all(*input, shared);
+            (
+                Rel::TopK {
+                    input: Box::new(input),
+                    order,
+                    limit,
+                    offset,
+                },
+                identity(),
+            )
+        }
+        Rel::Distinct(input) => {
+            let (input, _) = prune_all(*input, shared);
+            (Rel::Distinct(Box::new(input)), identity())
+        }
+        Rel::Union(inputs) => (
+            Rel::Union(inputs.into_iter().map(|i| prune_all(i, shared).0).collect()),
+            identity(),
+        ),
+        Rel::SetOp {
+            op,
+            all,
+            left,
+            right,
+        } => (
+            Rel::SetOp {
+                op,
+                all,
+                left: Box::new(prune_all(*left, shared).0),
+                right: Box::new(prune_all(*right, shared).0),
+            },
+            identity(),
+        ),
+        Rel::Shared(i) => (Rel::Shared(i), identity()),
+    }
+}
+
+/// Prunes below a node that needs all of its input's columns.
+pub fn prune_all(rel: Rel, shared: &[Rel]) -> (Rel, Vec<Option<usize>>) {
+    let n = rel.arity(shared);
+    prune(rel, &vec![true; n], shared)
+}
+
+fn mark(e: &Scalar, need: &mut [bool]) {
+    let mut cols = Vec::new();
+    e.columns(&mut cols);
+    cols.into_iter().for_each(|c| need[c] = true);
+}
+
+/// The input columns each input's scans read, over a whole plan.
+pub fn scanned(rels: &[&Rel], inputs: usize) -> Vec<BTreeSet<usize>> {
+    let mut out = vec![BTreeSet::new(); inputs];
+    fn walk(rel: &Rel, out: &mut [BTreeSet<usize>]) {
+        match rel {
+            Rel::Scan { input, columns } => out[*input].extend(columns.iter().copied()),
+            Rel::Filter(i, _)
+            | Rel::Map(i, _)
+            | Rel::Distinct(i)
+            | Rel::Aggregate { input: i, .. }
+            | Rel::TopK { input: i, .. } => walk(i, out),
+            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
+                walk(left, out);
+                walk(right, out);
+            }
+            Rel::Union(inputs) => inputs.iter().for_each(|i| walk(i, out)),
+            Rel::Shared(_) => {}
+        }
+    }
+    rels.iter().for_each(|r| walk(r, &mut out));
+    out
+}
+
+/// An indented text rendering of a relation, one operator per line,
+/// for `kappa sql explain`; `name` gives a column's name for a position of
+/// a node's input, `input` an input's name.
+pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    let line = match rel {
+        Rel::Scan { input, columns } => {
+            let names: Vec<&str> = columns
+                .iter()
+                .map(|&c| ctx.input_columns[*input][c].as_str())
+                .collect();
+            format!("scan {} [{}]", ctx.inputs[*input], names.join(", "))
+        }
+        Rel::Filter(_, p) => format!("filter {}", show(p)),
+        Rel::Map(_, exprs) => format!(
+            "project {}",
+            exprs.iter().map(show).collect::<Vec<_>>().join(", ")
+        ),
+        Rel::Join {
+            kind,
+            left_key,
+            right_key,
+            residual,
+            ..
+        } => {
+            let keys: Vec<String> = left_key
+                .iter()
+                .zip(right_key)
+                .map(|(l, r)| format!("left.#{l} = right.#{r}"))
+                .collect();
+            let strategy = ctx.join_strategy;
+            let mut s = match keys.is_empty() {
+                true => format!("{kind:?} join, no key: every pair, on one worker").to_lowercase(),
+                false => format!(
+                    "{} join on {} (strategy {strategy})",
+                    format!("{kind:?}").to_lowercase(),
+                    keys.join(" and ")
+                ),
+            };
+            if let Some(r) = residual {
+                let _ = write!(s, ", then {}", show(r));
+            }
+            s
+        }
+        Rel::Aggregate { keys, aggs, .. } => {
+            let aggs: Vec<String> = aggs
+                .iter()
+                .map(|a| match a.arg {
+                    Some(p) => format!("{:?}(#{p})", a.kind).to_lowercase(),
+                    None => "count(*)".into(),
+                })
+                .collect();
+            let group = (0..*keys).map(|k| format!("#{k}")).collect::<Vec<_>>();
+            format!(
+                "group by [{}] computing {}",
+                group.join(", "),
+                aggs.join(", ")
+            )
+        }
+        Rel::Distinct(_) => "distinct".into(),
+        Rel::Union(inputs) => format!("union all of {}", inputs.len()),
+        Rel::SetOp { op, all, .. } => {
+            format!("{op:?}{}", if *all { " all" } else { "" }).to_lowercase()
+        }
+        Rel::TopK {
+            order,
+            limit,
+            offset,
+            ..
+        } => {
+            let keys: Vec<String> = order
+                .iter()
+                .map(|k| format!("#{}{}", k.column, if k.descending { " desc" } else { "" }))
+                .collect();
+            format!(
+                "top {limit} (offset {offset}) by {}, ties by the whole row",
+                keys.join(", ")
+            )
+        }
+        Rel::Shared(i) => format!("read {}", ctx.shared_names[*i]),
+    };
+    let _ = writeln!(out, "{pad}{line}");
+    match rel {
+        Rel::Filter(i, _)
+        | Rel::Map(i, _)
+        | Rel::Distinct(i)
+        | Rel::Aggregate { input: i, .. }
+        | Rel::TopK { input: i, .. } => explain(i, depth + 1, ctx, out),
+        Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
+            explain(left, depth + 1, ctx, out);
+            explain(right, depth + 1, ctx, out);
+        }
+        Rel::Union(inputs) => inputs.iter().for_each(|i| explain(i, depth + 1, ctx, out)),
+        Rel::Scan { .. } | Rel::Shared(_) => {}
+    }
+}
+
+/// What [`explain`] needs to name things.
+pub struct ExplainContext<'a> {
+    /// Input names by index.
+    pub inputs: &'a [String],
+    /// Each input's column names.
+    pub input_columns: &'a [Vec<String>],
+    /// Shared relations' names.
+    pub shared_names: &'a [String],
+    /// The strategy joins use.
+    pub join_strategy: &'a str,
+}
+
+fn show(e: &Scalar) -> String {
+    use super::scalar::{Arith, Compare};
+    let b = |a: &Scalar, op: &str, c: &Scalar| format!("({} {op} {})", show(a), show(c));
+    match e {
+        Scalar::Column(i) => format!("#{i}"),
+        Scalar::Literal(v) => match v {
+            crate::value::Value::Null => "null".into(),
+            crate::value::Value::Str(s) => format!("'{}'", s.replace('\'', "''")),
+            v => v.to_string(),
+        },
+        Scalar::Neg(x) => format!("-{}", show(x)),
+        Scalar::Not(x) => format!("not {}", show(x)),
+        Scalar::Arith(op, a, c) => b(
+            a,
+            match op {
+                Arith::Add => "+",
+                Arith::Sub => "-",
+                Arith::Mul => "*",
+                Arith::Div => "/",
+                Arith::Mod => "%",
+            },
+            c,
+        ),
+        Scalar::Compare(op, a, c) => b(
+            a,
+            match op {
+                Compare::Eq => "=",
+                Compare::NotEq => "<>",
+                Compare::Lt => "<",
+                Compare::LtEq => "<=",
+                Compare::Gt => ">",
+                Compare::GtEq => ">=",
+            },
+            c,
+        ),
+        Scalar::And(a, c) => b(a, "and", c),
+        Scalar::Or(a, c) => b(a, "or", c),
+        Scalar::Concat(a, c) => b(a, "||", c),
+        Scalar::IsNull(x, true) => format!("{} is null", show(x)),
+        Scalar::IsNull(x, false) => format!("{} is not null", show(x)),
+        Scalar::Case(branches, otherwise) => {
+            let mut s = "case".to_string();
+            for (w, t) in branches {
+                let _ = write!(s, " when {} then {}", show(w), show(t));
+            }
+            format!("{s} else {} end", show(otherwise))
+        }
+        Scalar::Cast(x, to) => format!("cast({} as {to:?})", show(x)).to_lowercase(),
+        Scalar::Call(f, args) => format!(
+            "{}({})",
+            format!("{f:?}").to_lowercase(),
+            args.iter().map(show).collect::<Vec<_>>().join(", ")
+        ),
+        Scalar::Like {
+            expr,
+            pattern,
+            negated,
+            insensitive,
+            ..
+        } => format!(
+            "{} {}{} {}",
+            show(expr),
+            if *negated { "not " } else { "" },
+            if *insensitive { "ilike" } else { "like" },
+            show(pattern)
+        ),
+        Scalar::InList(x, list, negated) => format!(
+            "{} {}in ({})",
+            show(x),
+            if *negated { "not " } else { "" },
+            list.iter().map(show).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}

@@ -1,0 +1,821 @@
+//! Scalar expressions, bound to column positions, and their evaluation
+//! over a row.
+//!
+//! Semantics are SQL's (PostgreSQL's where dialects differ), as documented
+//! in the README's SQL section:
+//! - Three-valued logic: a comparison with null is null, `AND`/`OR` follow
+//!   Kleene's tables, `WHERE` keeps a row only when its condition is true.
+//! - Booleans are the text values `true` and `false`, as the JSON readers
+//!   already give them.
+//! - Integer arithmetic is exact; a result beyond `i64` becomes a float
+//!   (as `sum` does). `/` of two integers truncates (PostgreSQL, Flink);
+//!   division or modulo by zero is null (DuckDB), never an error, so that a
+//!   running stream cannot fail on one row.
+//! - `CAST` of a value that does not convert (`CAST('x' AS INT)`) is null,
+//!   as `TRY_CAST`; declare the input column's type (`CREATE TABLE`) to
+//!   have such rows reported as bad rows by the source instead.
+//!
+//! Evaluation never panics and never depends on anything but the row.
+
+use std::cmp::Ordering;
+
+use compact_str::{CompactString, ToCompactString};
+
+use crate::value::{F64, Value};
+
+/// A bound expression over the columns of one row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scalar {
+    /// The value at a position of the row.
+    Column(usize),
+    /// A constant.
+    Literal(Value),
+    /// `-x`.
+    Neg(Box<Scalar>),
+    /// `NOT x`.
+    Not(Box<Scalar>),
+    /// `x + y` and the other arithmetic operators.
+    Arith(Arith, Box<Scalar>, Box<Scalar>),
+    /// `x = y` and the other comparisons.
+    Compare(Compare, Box<Scalar>, Box<Scalar>),
+    /// `x AND y`.
+    And(Box<Scalar>, Box<Scalar>),
+    /// `x OR y`.
+    Or(Box<Scalar>, Box<Scalar>),
+    /// `x || y`: null if either is.
+    Concat(Box<Scalar>, Box<Scalar>),
+    /// `x IS NULL` (`true`) or `x IS NOT NULL` (`false`).
+    IsNull(Box<Scalar>, bool),
+    /// `CASE WHEN c THEN r ... ELSE e END` (a `CASE x WHEN v` is bound to
+    /// comparisons).
+    Case(Vec<(Scalar, Scalar)>, Box<Scalar>),
+    /// `CAST(x AS t)`.
+    Cast(Box<Scalar>, CastTo),
+    /// A function call.
+    Call(Func, Vec<Scalar>),
+    /// `x [NOT] LIKE p` (`ILIKE` when `insensitive`).
+    Like {
+        /// The text matched.
+        expr: Box<Scalar>,
+        /// The pattern: `%` any text, `_` one character.
+        pattern: Box<Scalar>,
+        /// An escape character for `%`, `_` and itself.
+        escape: Option<char>,
+        /// `NOT LIKE`.
+        negated: bool,
+        /// `ILIKE`.
+        insensitive: bool,
+    },
+    /// `x [NOT] IN (a, b, ...)`.
+    InList(Box<Scalar>, Vec<Scalar>, bool),
+}
+
+/// Arithmetic operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arith {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Mod,
+}
+
+/// Comparison operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    /// `=`
+    Eq,
+    /// `<>`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+}
+
+/// The types `CAST` converts to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CastTo {
+    /// `INTEGER`, `BIGINT`, ...: floats round half away from zero.
+    Int,
+    /// `DOUBLE`, `FLOAT`, `REAL`, `DECIMAL`, `NUMERIC`.
+    Float,
+    /// `TEXT`, `VARCHAR`, ...
+    Text,
+    /// `BOOLEAN`.
+    Bool,
+}
+
+/// Scalar functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    /// The first non-null argument.
+    Coalesce,
+    /// `NULLIF(a, b)`: null when `a = b`, else `a`.
+    NullIf,
+    /// Lower case.
+    Lower,
+    /// Upper case.
+    Upper,
+    /// Length in characters.
+    Length,
+    /// `TRIM([BOTH] [chars FROM] s)`; the second argument is the characters (default space).
+    Trim,
+    /// `TRIM(LEADING ...)`.
+    LTrim,
+    /// `TRIM(TRAILING ...)`.
+    RTrim,
+    /// `SUBSTRING(s FROM start [FOR len])`, 1-based, in characters.
+    Substring,
+    /// `REPLACE(s, from, to)`.
+    Replace,
+    /// Absolute value.
+    Abs,
+    /// `ROUND(x [, digits])`, half away from zero.
+    Round,
+    /// Largest integer not above.
+    Floor,
+    /// Smallest integer not below.
+    Ceil,
+    /// `CONCAT(a, b, ...)`: nulls are skipped.
+    ConcatFn,
+    /// The largest non-null argument.
+    Greatest,
+    /// The smallest non-null argument.
+    Least,
+}
+
+impl Func {
+    /// The function of a name, and the numbers of arguments it takes.
+    pub fn by_name(name: &str) -> Option<(Func, std::ops::RangeInclusive<usize>)> {
+        Some(match name {
+            "coalesce" => (Func::Coalesce, 1..=usize::MAX),
+            "nullif" => (Func::NullIf, 2..=2),
+            "lower" => (Func::Lower, 1..=1),
+            "upper" => (Func::Upper, 1..=1),
+            "length" | "char_length" | "character_length" => (Func::Length, 1..=1),
+            "trim" | "btrim" => (Func::Trim, 1..=2),
+            "ltrim" => (Func::LTrim, 1..=2),
+            "rtrim" => (Func::RTrim, 1..=2),
+            "substring" | "substr" => (Func::Substring, 2..=3),
+            "replace" => (Func::Replace, 3..=3),
+            "abs" => (Func::Abs, 1..=1),
+            "round" => (Func::Round, 1..=2),
+            "floor" => (Func::Floor, 1..=1),
+            "ceil" | "ceiling" => (Func::Ceil, 1..=1),
+            "concat" => (Func::ConcatFn, 1..=usize::MAX),
+            "greatest" => (Func::Greatest, 1..=usize::MAX),
+            "least" => (Func::Least, 1..=usize::MAX),
+            _ => return None,
+        })
+    }
+}
+
+/// The SQL text of a boolean.
+pub fn boolean(b: bool) -> Value {
+    Value::str(if b { "true" } else { "false" })
+}
+
+/// A value as a truth value: null (and any other text) is unknown.
+pub fn truth(v: &Value) -> Option<bool> {
+    match v {
+        Value::Str(s) if s == "true" => Some(true),
+        Value::Str(s) if s == "false" => Some(false),
+        _ => None,
+    }
+}
+
+fn tri(b: Option<bool>) -> Value {
+    b.map_or(Value::Null, boolean)
+}
+
+impl Scalar {
+    /// Shorthand for a binary node.
+    pub fn binary(make: fn(Box<Scalar>, Box<Scalar>) -> Scalar, a: Scalar, b: Scalar) -> Scalar {
+        make(Box::new(a), Box::new(b))
+    }
+
+    /// Whether the expression is true for `row` (what `WHERE` keeps).
+    pub fn holds(&self, row: &[Value]) -> bool {
+        truth(&self.eval(row)) == Some(true)
+    }
+
+    /// The value for `row`.
+    pub fn eval(&self, row: &[Value]) -> Value {
+        match self {
+            Scalar::Column(i) => row[*i].clone(),
+            Scalar::Literal(v) => v.clone(),
+            Scalar::Neg(x) => match x.eval(row) {
+                Value::Int(i) => i
+                    .checked_neg()
+                    .map_or(Value::float(-(i as f64)), Value::Int),
+                Value::Float(f) => Value::float(-f.get()),
+                _ => Value::Null,
+            },
+            Scalar::Not(x) => tri(truth(&x.eval(row)).map(|b| !b)),
+            Scalar::Arith(op, a, b) => arith(*op, a.eval(row), b.eval(row)),
+            Scalar::Compare(op, a, b) => tri(compare(*op, &a.eval(row), &b.eval(row))),
+            Scalar::And(a, b) => tri(and(truth(&a.eval(row)), || truth(&b.eval(row)))),
+            Scalar::Or(a, b) => tri(or(truth(&a.eval(row)), || truth(&b.eval(row)))),
+            Scalar::Concat(a, b) => match (a.eval(row), b.eval(row)) {
+                (Value::Null, _) | (_, Value::Null) => Value::Null,
+                (a, b) => Value::Str(format!("{a}{b}").into()),
+            },
+            Scalar::IsNull(x, is) => boolean(x.eval(row).is_null() == *is),
+            Scalar::Case(branches, otherwise) => branches
+                .iter()
+                .find(|(when, _)| when.holds(row))
+                .map_or_else(|| otherwise.eval(row), |(_, then)| then.eval(row)),
+            Scalar::Cast(x, to) => cast(x.eval(row), *to),
+            Scalar::Call(f, args) => call(*f, args, row),
+            Scalar::Like {
+                expr,
+                pattern,
+                escape,
+                negated,
+                insensitive,
+            } => match (expr.eval(row), pattern.eval(row)) {
+                (Value::Null, _) | (_, Value::Null) => Value::Null,
+                (text, pattern) => {
+                    let (text, pattern) = (text.to_compact_string(), pattern.to_compact_string());
+                    let matched = if *insensitive {
+                        like(&text.to_lowercase(), &pattern.to_lowercase(), *escape)
+                    } else {
+                        like(&text, &pattern, *escape)
+                    };
+                    boolean(matched != *negated)
+                }
+            },
+            Scalar::InList(x, list, negated) => {
+                let v = x.eval(row);
+                let mut found = Some(false);
+                for item in list {
+                    match compare(Compare::Eq, &v, &item.eval(row)) {
+                        Some(true) => {
+                            found = Some(true);
+                            break;
+                        }
+                        None => found = None,
+                        Some(false) => {}
+                    }
+                }
+                tri(found.map(|f| f != *negated))
+            }
+        }
+    }
+
+    /// The column positions the expression reads.
+    pub fn columns(&self, out: &mut Vec<usize>) {
+        self.visit(&mut |s| {
+            if let Scalar::Column(i) = s {
+                out.push(*i)
+            }
+        });
+    }
+
+    /// The expression with each column position replaced by `map(position)`.
+    pub fn remap(&self, map: &dyn Fn(usize) -> usize) -> Scalar {
+        let mut s = self.clone();
+        s.visit_mut(&mut |s| {
+            if let Scalar::Column(i) = s {
+                *i = map(*i)
+            }
+        });
+        s
+    }
+
+    fn children(&self) -> Vec<&Scalar> {
+        match self {
+            Scalar::Column(_) | Scalar::Literal(_) => vec![],
+            Scalar::Neg(x) | Scalar::Not(x) | Scalar::IsNull(x, _) | Scalar::Cast(x, _) => vec![x],
+            Scalar::Arith(_, a, b)
+            | Scalar::Compare(_, a, b)
+            | Scalar::And(a, b)
+            | Scalar::Or(a, b)
+            | Scalar::Concat(a, b) => vec![a, b],
+            Scalar::Case(branches, otherwise) => branches
+                .iter()
+                .flat_map(|(w, t)| [w, t])
+                .chain([&**otherwise])
+                .collect(),
+            Scalar::Call(_, args) => args.iter().collect(),
+            Scalar::Like { expr, pattern, .. } => vec![expr, pattern],
+            Scalar::InList(x, list, _) => std::iter::once(&**x).chain(list).collect(),
+        }
+    }
+
+    fn visit(&self, f: &mut dyn FnMut(&Scalar)) {
+        f(self);
+        for c in self.children() {
+            c.visit(f);
+        }
+    }
+
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&mut Scalar)) {
+        f(self);
+        match self {
+            Scalar::Column(_) | Scalar::Literal(_) => {}
+            Scalar::Neg(x) | Scalar::Not(x) | Scalar::IsNull(x, _) | Scalar::Cast(x, _) => {
+                x.visit_mut(f)
+            }
+            Scalar::Arith(_, a, b)
+            | Scalar::Compare(_, a, b)
+            | Scalar::And(a, b)
+            | Scalar::Or(a, b)
+            | Scalar::Concat(a, b) => {
+                a.visit_mut(f);
+                b.visit_mut(f);
+            }
+            Scalar::Case(branches, otherwise) => {
+                for (w, t) in branches {
+                    w.visit_mut(f);
+                    t.visit_mut(f);
+                }
+                otherwise.visit_mut(f);
+            }
+            Scalar::Call(_, args) => args.iter_mut().for_each(|a| a.visit_mut(f)),
+            Scalar::Like { expr, pattern, .. } => {
+                expr.visit_mut(f);
+                pattern.visit_mut(f);
+            }
+            Scalar::InList(x, list, _) => {
+                x.visit_mut(f);
+                list.iter_mut().for_each(|a| a.visit_mut(f));
+            }
+        }
+    }
+
+    /// The conjuncts of an `AND` chain.
+    pub fn conjuncts(self) -> Vec<Scalar> {
+        match self {
+            Scalar::And(a, b) => {
+                let mut v = a.conjuncts();
+                v.extend(b.conjuncts());
+                v
+            }
+            other => vec![other],
+        }
+    }
+
+    /// The `AND` of `parts` (`None` for none).
+    pub fn all(parts: Vec<Scalar>) -> Option<Scalar> {
+        parts
+            .into_iter()
+            .reduce(|a, b| Scalar::binary(Scalar::And, a, b))
+    }
+}
+
+fn and(a: Option<bool>, b: impl FnOnce() -> Option<bool>) -> Option<bool> {
+    match a {
+        Some(false) => Some(false),
+        a => match (a, b()) {
+            (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+    }
+}
+
+fn or(a: Option<bool>, b: impl FnOnce() -> Option<bool>) -> Option<bool> {
+    match a {
+        Some(true) => Some(true),
+        a => match (a, b()) {
+            (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+    }
+}
+
+/// SQL comparison: null with anything is unknown; numbers compare by value
+/// whatever their kind (`1 = 1.0`); text bytewise.
+pub fn compare(op: Compare, a: &Value, b: &Value) -> Option<bool> {
+    let ord = sql_cmp(a, b)?;
+    Some(match op {
+        Compare::Eq => ord == Ordering::Equal,
+        Compare::NotEq => ord != Ordering::Equal,
+        Compare::Lt => ord == Ordering::Less,
+        Compare::LtEq => ord != Ordering::Greater,
+        Compare::Gt => ord == Ordering::Greater,
+        Compare::GtEq => ord != Ordering::Less,
+    })
+}
+
+/// The order of two non-null values (numbers by value), `None` with a null.
+pub fn sql_cmp(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Null, _) | (_, Value::Null) => None,
+        (Value::Int(x), Value::Float(y)) => Some(cmp_int_float(*x, y.get())),
+        (Value::Float(x), Value::Int(y)) => Some(cmp_int_float(*y, x.get()).reverse()),
+        (a, b) => Some(a.cmp(b)),
+    }
+}
+
+/// Exact comparison of an integer with a float (no rounding of large integers).
+fn cmp_int_float(i: i64, f: f64) -> Ordering {
+    if f.is_nan() {
+        return Ordering::Less;
+    }
+    if f >= 9.3e18 {
+        return Ordering::Less;
+    }
+    if f <= -9.3e18 {
+        return Ordering::Greater;
+    }
+    let t = f.trunc();
+    match i.cmp(&(t as i64)) {
+        Ordering::Equal => 0.0f64.partial_cmp(&(f - t)).unwrap_or(Ordering::Equal),
+        o => o,
+    }
+}
+
+fn arith(op: Arith, a: Value, b: Value) -> Value {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => {
+            let exact = match op {
+                Arith::Add => x.checked_add(y),
+                Arith::Sub => x.checked_sub(y),
+                Arith::Mul => x.checked_mul(y),
+                Arith::Div if y == 0 => return Value::Null,
+                Arith::Mod if y == 0 => return Value::Null,
+                Arith::Div => x.checked_div(y),
+                Arith::Mod => Some(x.checked_rem(y).unwrap_or(0)),
+            };
+            match exact {
+                Some(v) => Value::Int(v),
+                None => float_arith(op, x as f64, y as f64),
+            }
+        }
+        (a, b) => match (a.as_f64(), b.as_f64()) {
+            (Some(x), Some(y)) => float_arith(op, x, y),
+            _ => Value::Null,
+        },
+    }
+}
+
+fn float_arith(op: Arith, x: f64, y: f64) -> Value {
+    let r = match op {
+        Arith::Add => x + y,
+        Arith::Sub => x - y,
+        Arith::Mul => x * y,
+        Arith::Div | Arith::Mod if y == 0.0 => return Value::Null,
+        Arith::Div => x / y,
+        Arith::Mod => x % y,
+    };
+    float(r)
+}
+
+/// A float result; not-a-number (which no finite input gives but ∞ - ∞) is null.
+fn float(x: f64) -> Value {
+    if x.is_nan() {
+        Value::Null
+    } else {
+        Value::Float(F64::new(x))
+    }
+}
+
+/// `CAST`: null when the value does not convert.
+pub fn cast(v: Value, to: CastTo) -> Value {
+    match (to, v) {
+        (_, Value::Null) => Value::Null,
+        (CastTo::Int, Value::Int(i)) => Value::Int(i),
+        (CastTo::Int, Value::Float(f)) => round_to_int(f.get()),
+        (CastTo::Int, Value::Str(s)) => match s.trim().parse::<i64>() {
+            Ok(i) => Value::Int(i),
+            Err(_) => match s.trim().parse::<f64>() {
+                Ok(f) if f.is_finite() => round_to_int(f),
+                _ => Value::Null,
+            },
+        },
+        (CastTo::Float, Value::Int(i)) => Value::float(i as f64),
+        (CastTo::Float, Value::Float(f)) => Value::Float(f),
+        (CastTo::Float, Value::Str(s)) => match s.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() => Value::float(f),
+            _ => Value::Null,
+        },
+        (CastTo::Text, v) => Value::Str(v.to_compact_string()),
+        (CastTo::Bool, Value::Int(i)) => boolean(i != 0),
+        (CastTo::Bool, Value::Float(f)) => boolean(f.get() != 0.0),
+        (CastTo::Bool, Value::Str(s)) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "t" | "yes" | "y" | "on" | "1" => boolean(true),
+            "false" | "f" | "no" | "n" | "off" | "0" => boolean(false),
+            _ => Value::Null,
+        },
+    }
+}
+
+fn round_to_int(f: f64) -> Value {
+    let r = f.round();
+    if r.is_finite() && r >= i64::MIN as f64 && r < i64::MAX as f64 {
+        Value::Int(r as i64)
+    } else {
+        Value::Null
+    }
+}
+
+fn text(v: &Value) -> Option<CompactString> {
+    (!v.is_null()).then(|| v.to_compact_string())
+}
+
+fn call(f: Func, args: &[Scalar], row: &[Value]) -> Value {
+    let arg = |i: usize| args.get(i).map_or(Value::Null, |a| a.eval(row));
+    match f {
+        Func::Coalesce => args
+            .iter()
+            .map(|a| a.eval(row))
+            .find(|v| !v.is_null())
+            .unwrap_or(Value::Null),
+        Func::NullIf => {
+            let (a, b) = (arg(0), arg(1));
+            if compare(Compare::Eq, &a, &b) == Some(true) {
+                Value::Null
+            } else {
+                a
+            }
+        }
+        Func::Lower => text(&arg(0)).map_or(Value::Null, |s| Value::str(&s.to_lowercase())),
+        Func::Upper => text(&arg(0)).map_or(Value::Null, |s| Value::str(&s.to_uppercase())),
+        Func::Length => text(&arg(0)).map_or(Value::Null, |s| Value::Int(s.chars().count() as i64)),
+        Func::Trim | Func::LTrim | Func::RTrim => trim(f, arg(0), args.get(1).map(|a| a.eval(row))),
+        Func::Substring => substring(arg(0), arg(1), args.get(2).map(|a| a.eval(row))),
+        Func::Replace => match (text(&arg(0)), text(&arg(1)), text(&arg(2))) {
+            (Some(s), Some(from), Some(to)) if !from.is_empty() => {
+                Value::str(&s.replace(from.as_str(), &to))
+            }
+            (Some(s), Some(_), Some(_)) => Value::Str(s),
+            _ => Value::Null,
+        },
+        Func::Abs => match arg(0) {
+            Value::Int(i) => i
+                .checked_abs()
+                .map_or(Value::float((i as f64).abs()), Value::Int),
+            Value::Float(x) => Value::float(x.get().abs()),
+            _ => Value::Null,
+        },
+        Func::Round => round(arg(0), args.get(1).map(|a| a.eval(row))),
+        Func::Floor | Func::Ceil => match arg(0) {
+            Value::Int(i) => Value::Int(i),
+            Value::Float(x) if f == Func::Floor => Value::float(x.get().floor()),
+            Value::Float(x) => Value::float(x.get().ceil()),
+            _ => Value::Null,
+        },
+        Func::ConcatFn => {
+            let mut s = CompactString::default();
+            for a in args {
+                if let Some(t) = text(&a.eval(row)) {
+                    s.push_str(&t);
+                }
+            }
+            Value::Str(s)
+        }
+        Func::Greatest | Func::Least => args
+            .iter()
+            .map(|a| a.eval(row))
+            .filter(|v| !v.is_null())
+            .reduce(|best, v| {
+                let ord = sql_cmp(&v, &best).unwrap_or(Ordering::Equal);
+                let better = if f == Func::Greatest {
+                    ord == Ordering::Greater
+                } else {
+                    ord == Ordering::Less
+                };
+                if better { v } else { best }
+            })
+            .unwrap_or(Value::Null),
+    }
+}
+
+fn trim(f: Func, s: Value, chars: Option<Value>) -> Value {
+    let Some(s) = text(&s) else {
+        return Value::Null;
+    };
+    let chars: Vec<char> = match chars {
+        None => vec![' '],
+        Some(c) => match text(&c) {
+            Some(c) => c.chars().collect(),
+            None => return Value::Null,
+        },
+    };
+    let strip = |c: char| chars.contains(&c);
+    Value::str(match f {
+        Func::LTrim => s.trim_start_matches(strip),
+        Func::RTrim => s.trim_end_matches(strip),
+        _ => s.trim_matches(strip),
+    })
+}
+
+/// SQL `SUBSTRING`: positions from 1; a start before 1 shortens the length
+/// (PostgreSQL); a negative length is null.
+fn substring(s: Value, start: Value, len: Option<Value>) -> Value {
+    let (Some(s), Value::Int(start)) = (text(&s), start) else {
+        return Value::Null;
+    };
+    let end = match len {
+        None => i64::MAX,
+        Some(Value::Int(n)) if n >= 0 => start.saturating_add(n),
+        Some(_) => return Value::Null,
+    };
+    let from = start.max(1);
+    if end <= from {
+        return Value::str("");
+    }
+    let taken: String = s
+        .chars()
+        .skip((from - 1) as usize)
+        .take((end - from).min(usize::MAX as i64) as usize)
+        .collect();
+    Value::str(&taken)
+}
+
+fn round(x: Value, digits: Option<Value>) -> Value {
+    let digits = match digits {
+        None => 0,
+        Some(Value::Int(d)) => d.clamp(-20, 20) as i32,
+        Some(_) => return Value::Null,
+    };
+    match x {
+        Value::Int(i) if digits >= 0 => Value::Int(i),
+        Value::Int(i) => round(Value::float(i as f64), Some(Value::Int(digits as i64))),
+        Value::Float(f) => {
+            let scale = 10f64.powi(digits);
+            let r = (f.get() * scale).round() / scale;
+            Value::float(if r.is_finite() { r } else { f.get() })
+        }
+        _ => Value::Null,
+    }
+}
+
+/// SQL `LIKE` matching of `text` against `pattern`.
+pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Tok {
+        Any,
+        One,
+        Char(char),
+    }
+    let mut toks = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        toks.push(match c {
+            c if Some(c) == escape => Tok::Char(chars.next().unwrap_or(c)),
+            '%' => Tok::Any,
+            '_' => Tok::One,
+            c => Tok::Char(c),
+        });
+    }
+    let text: Vec<char> = text.chars().collect();
+    // Iterative matching with backtracking to the last `%` (linear for
+    // patterns with one `%`, never exponential).
+    let (mut t, mut p) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match toks.get(p) {
+            Some(Tok::Any) => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(Tok::One) => {
+                t += 1;
+                p += 1;
+            }
+            Some(Tok::Char(c)) if *c == text[t] => {
+                t += 1;
+                p += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    toks[p..].iter().all(|t| *t == Tok::Any)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(v: Value) -> Scalar {
+        Scalar::Literal(v)
+    }
+
+    #[test]
+    fn three_valued_logic() {
+        let t = lit(boolean(true));
+        let f = lit(boolean(false));
+        let n = lit(Value::Null);
+        let and =
+            |a: &Scalar, b: &Scalar| Scalar::binary(Scalar::And, a.clone(), b.clone()).eval(&[]);
+        let or =
+            |a: &Scalar, b: &Scalar| Scalar::binary(Scalar::Or, a.clone(), b.clone()).eval(&[]);
+        assert_eq!(and(&n, &f), boolean(false));
+        assert_eq!(and(&n, &t), Value::Null);
+        assert_eq!(or(&n, &t), boolean(true));
+        assert_eq!(or(&n, &f), Value::Null);
+        assert_eq!(Scalar::Not(Box::new(n.clone())).eval(&[]), Value::Null);
+        let eq = Scalar::binary(
+            |a, b| Scalar::Compare(Compare::Eq, a, b),
+            lit(Value::Int(1)),
+            lit(Value::float(1.0)),
+        );
+        assert_eq!(eq.eval(&[]), boolean(true));
+    }
+
+    #[test]
+    fn arithmetic_is_exact_and_total() {
+        let a = |op, x, y| arith(op, x, y);
+        assert_eq!(a(Arith::Div, Value::Int(7), Value::Int(2)), Value::Int(3));
+        assert_eq!(a(Arith::Div, Value::Int(-7), Value::Int(2)), Value::Int(-3));
+        assert_eq!(a(Arith::Div, Value::Int(7), Value::Int(0)), Value::Null);
+        assert_eq!(
+            a(Arith::Mod, Value::Int(i64::MIN), Value::Int(-1)),
+            Value::Int(0)
+        );
+        assert_eq!(
+            a(Arith::Add, Value::Int(i64::MAX), Value::Int(1)),
+            Value::float(i64::MAX as f64 + 1.0)
+        );
+        assert_eq!(
+            a(Arith::Mul, Value::Int(3), Value::float(0.5)),
+            Value::float(1.5)
+        );
+        assert_eq!(a(Arith::Add, Value::Null, Value::Int(1)), Value::Null);
+    }
+
+    #[test]
+    fn int_float_comparison_is_exact() {
+        assert_eq!(
+            cmp_int_float(9007199254740993, 9007199254740992.0),
+            Ordering::Greater
+        );
+        assert_eq!(cmp_int_float(2, 2.5), Ordering::Less);
+        assert_eq!(cmp_int_float(-2, -2.5), Ordering::Greater);
+        assert_eq!(cmp_int_float(3, 3.0), Ordering::Equal);
+    }
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("hello", "h%o", None));
+        assert!(like("hello", "_ello", None));
+        assert!(!like("hello", "h_o", None));
+        assert!(like("50%", "50!%", Some('!')));
+        assert!(!like("50x", "50!%", Some('!')));
+        assert!(like("", "%", None));
+        assert!(like("abcabc", "%abc", None));
+        assert!(like("a%b", "a%%b", None));
+    }
+
+    #[test]
+    fn string_functions() {
+        let s = |v: &str| lit(Value::str(v));
+        let call = |f, args: Vec<Scalar>| Scalar::Call(f, args).eval(&[]);
+        assert_eq!(
+            call(
+                Func::Substring,
+                vec![s("hello"), lit(Value::Int(2)), lit(Value::Int(3))]
+            ),
+            Value::str("ell")
+        );
+        assert_eq!(
+            call(
+                Func::Substring,
+                vec![s("hello"), lit(Value::Int(0)), lit(Value::Int(2))]
+            ),
+            Value::str("h")
+        );
+        assert_eq!(call(Func::Trim, vec![s("  x ")]), Value::str("x"));
+        assert_eq!(call(Func::Length, vec![s("héllo")]), Value::Int(5));
+        assert_eq!(
+            call(Func::Coalesce, vec![lit(Value::Null), s("a")]),
+            Value::str("a")
+        );
+        assert_eq!(
+            call(
+                Func::NullIf,
+                vec![lit(Value::Int(1)), lit(Value::float(1.0))]
+            ),
+            Value::Null
+        );
+        assert_eq!(
+            call(Func::Round, vec![lit(Value::float(2.5))]),
+            Value::float(3.0)
+        );
+        assert_eq!(cast(Value::str(" 12 "), CastTo::Int), Value::Int(12));
+        assert_eq!(cast(Value::str("x"), CastTo::Int), Value::Null);
+        assert_eq!(cast(Value::float(2.5), CastTo::Int), Value::Int(3));
+        assert_eq!(cast(Value::Int(2), CastTo::Text), Value::str("2"));
+    }
+}
