@@ -20,6 +20,7 @@ mod properties;
 mod readme;
 mod reliability;
 mod reprocess;
+mod sql;
 mod status;
 mod stream;
 mod table_cli;

@@ -210,7 +210,13 @@ impl SqlJob {
         let mut outputs: Vec<(&'static str, Bound, Pos)> = Vec::new();
         for o in &self.outputs {
             let bound = if o.view {
-                binder.view(o.name, &o.query)?.0
+                // A view's output reads the shared relation, so a view that
+                // later views read is computed once.
+                let (bound, shared) = binder.view(o.name, &o.query)?;
+                Bound {
+                    rel: Rel::Shared(shared),
+                    cols: bound.cols,
+                }
             } else {
                 binder.query(&o.query)?
             };
@@ -339,7 +345,7 @@ impl SqlJob {
             rel::explain(r, 1, &ctx, &mut out);
         }
         for (name, r, cols) in &b.outputs {
-            let key = output_key(r, cols.len());
+            let key = output_key(r, cols.len(), &b.shared);
             let key: Vec<&str> = key.iter().map(|&k| cols[k].as_str()).collect();
             out.push_str(&format!(
                 "output {name} ({}), key ({}):\n",
@@ -431,7 +437,7 @@ impl Job for SqlJob {
             .map(|(name, r, cols)| OutputSchema {
                 name: name.to_string(),
                 columns: cols.clone(),
-                key: output_key(r, cols.len()),
+                key: output_key(r, cols.len(), &b.shared),
             })
             .collect();
         let flow = lower::SqlFlow {
@@ -452,8 +458,11 @@ impl Job for SqlJob {
 /// The key of an output: its grouping keys when it is a grouping whose
 /// select list has each key as a column, else the whole row (a table then
 /// counts equal rows).
-fn output_key(rel: &Rel, arity: usize) -> Vec<usize> {
+fn output_key(rel: &Rel, arity: usize, shared: &[Rel]) -> Vec<usize> {
     let whole = (0..arity).collect();
+    if let Rel::Shared(i) = rel {
+        return output_key(&shared[*i], arity, shared);
+    }
     let Rel::Map(input, exprs) = rel else {
         return whole;
     };

@@ -54,7 +54,7 @@ pub struct SortKey {
     pub column: usize,
     /// `DESC`.
     pub descending: bool,
-    /// Nulls before other values (SQL's default: last ascending, first descending).
+    /// Nulls before other values (default: after, in both directions).
     pub nulls_first: bool,
 }
 

@@ -631,7 +631,7 @@ fn substring(s: Value, start: Value, len: Option<Value>) -> Value {
     let taken: String = s
         .chars()
         .skip((from - 1) as usize)
-        .take((end - from).min(usize::MAX as i64) as usize)
+        .take(usize::try_from(end - from).unwrap_or(usize::MAX))
         .collect();
     Value::str(&taken)
 }
@@ -645,13 +645,32 @@ fn round(x: Value, digits: Option<Value>) -> Value {
     match x {
         Value::Int(i) if digits >= 0 => Value::Int(i),
         Value::Int(i) => round(Value::float(i as f64), Some(Value::Int(digits as i64))),
-        Value::Float(f) => {
-            let scale = 10f64.powi(digits);
-            let r = (f.get() * scale).round() / scale;
-            Value::float(if r.is_finite() { r } else { f.get() })
-        }
+        Value::Float(f) => Value::float(round_float(f.get(), digits)),
         _ => Value::Null,
     }
+}
+
+/// `x` rounded to `digits` decimals as its exact binary value says
+/// (`54.55` is stored as 54.5499… and rounds to 54.5), exact ties away
+/// from zero (`0.25` to 0.3), as DuckDB does.
+fn round_float(x: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits.abs());
+    if digits < 0 || !x.is_finite() {
+        let r = if digits < 0 { (x / scale).round() * scale } else { x };
+        return if r.is_finite() { r } else { x };
+    }
+    let d = digits as usize;
+    // 25 more digits than kept: an exact tie's expansion ends at d + 1.
+    let wide = format!("{:.*}", d + 25, x.abs());
+    let dot = wide.find('.').expect("a fixed-point rendering");
+    let tail = &wide[dot + 1 + d..];
+    let tie = tail.starts_with('5') && tail[1..].bytes().all(|b| b == b'0');
+    let r = if tie {
+        (x.abs() * scale).round() / scale
+    } else {
+        format!("{:.*}", d, x.abs()).parse().unwrap_or(x.abs())
+    };
+    r.copysign(x)
 }
 
 /// SQL `LIKE` matching of `text` against `pattern`.

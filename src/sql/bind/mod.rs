@@ -318,7 +318,9 @@ impl<'a> Binder<'a> {
             keys.push(SortKey {
                 column,
                 descending,
-                nulls_first: o.options.nulls_first.unwrap_or(descending),
+                // Nulls last unless NULLS FIRST, in both directions (DuckDB; PostgreSQL
+                // puts them first when descending).
+                nulls_first: o.options.nulls_first.unwrap_or(false),
             });
         }
         if extra.is_empty() {

@@ -1,0 +1,475 @@
+//! SQL jobs through the real binary: every supported construct against
+//! DuckDB's answer on the same files (1, 2 and 4 workers); SQL streamed
+//! with SIGKILLs equal to the batch run and verified; a changed query
+//! refused, reprocessed beside the old one and rolled back; errors with
+//! their line and column, before any data is read; `kappa sql explain`.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use kappa::value::Value;
+
+use crate::common::{Rng, World};
+use crate::stream::{chunks, events, table_csv, users, wait_for_commit};
+
+/// The Python with DuckDB that `.ci/run` installs (`KAPPA_TEST_PYTHON`), or
+/// the one in `target/services/venv`; `None` (printed) when there is none,
+/// a failure under `KAPPA_REQUIRE_SERVICES`.
+fn duckdb_python() -> Option<String> {
+    let candidates = std::env::var("KAPPA_TEST_PYTHON").into_iter().chain([format!(
+        "{}/target/services/venv/bin/python",
+        env!("CARGO_MANIFEST_DIR")
+    )]);
+    for python in candidates {
+        let ok = Command::new(&python)
+            .args(["-c", "import duckdb"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(python);
+        }
+    }
+    let why = "no Python with duckdb: set KAPPA_TEST_PYTHON (.ci/run installs duckdb into \
+               target/services/venv)";
+    assert!(std::env::var("KAPPA_REQUIRE_SERVICES").is_err(), "{why}");
+    eprintln!("SKIPPED the DuckDB comparison: {why}");
+    None
+}
+
+/// Runs `query` in DuckDB over CSV `tables` (name, path); the rows as
+/// kappa's values (null for NULL), sorted.
+fn duckdb_rows(python: &str, query: &str, tables: &[(&str, &str)]) -> Vec<Vec<Value>> {
+    const SCRIPT: &str = r#"
+import duckdb, json, sys
+con = duckdb.connect()
+for spec in sys.argv[2:]:
+    name, path = spec.split("=", 1)
+    con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_csv('{path}', header=true)")
+rows = con.execute(sys.argv[1]).fetchall()
+def cell(v):
+    if v is None: return None
+    if isinstance(v, bool): return "true" if v else "false"
+    if isinstance(v, (int, float, str)): return v
+    return str(v)
+print(json.dumps([[cell(v) for v in r] for r in rows]))
+"#;
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", SCRIPT, query]);
+    cmd.args(tables.iter().map(|(n, p)| format!("{n}={p}")));
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "duckdb failed on {query}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<serde_json::Value>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut rows: Vec<Vec<Value>> = rows
+        .into_iter()
+        .map(|r| r.into_iter().map(json_value).collect())
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn json_value(v: serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::float(n.as_f64().unwrap()),
+        },
+        serde_json::Value::String(s) => Value::str(&s),
+        other => Value::str(&other.to_string()),
+    }
+}
+
+/// The rows of a kappa output file, typed as kappa writes them, sorted.
+fn kappa_rows(csv: &str) -> Vec<Vec<Value>> {
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let mut rows: Vec<Vec<Value>> = reader
+        .records()
+        .map(|r| {
+            r.unwrap()
+                .iter()
+                .map(|f| if f.is_empty() { Value::Null } else { Value::infer(f) })
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Equal rows, numbers equal by value within a relative 1e-9 (DuckDB and
+/// kappa may round a float sum's last bit differently).
+fn same_rows(a: &[Vec<Value>], b: &[Vec<Value>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(u, v)| match (u.as_f64(), v.as_f64()) {
+                    (Some(p), Some(q)) => (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0),
+                    _ => u == v,
+                })
+        })
+}
+
+/// The rows only one side has (a few), for a failure message.
+fn difference(kappa: &[Vec<Value>], duckdb: &[Vec<Value>]) -> String {
+    let only = |a: &[Vec<Value>], b: &[Vec<Value>]| -> Vec<String> {
+        a.iter()
+            .filter(|r| !b.iter().any(|s| same_rows(std::slice::from_ref(*r), std::slice::from_ref(s))))
+            .take(5)
+            .map(|r| format!("{r:?}"))
+            .collect()
+    };
+    format!(
+        "{} rows from kappa, {} from DuckDB\nonly kappa: {:#?}\nonly DuckDB: {:#?}",
+        kappa.len(),
+        duckdb.len(),
+        only(kappa, duckdb),
+        only(duckdb, kappa)
+    )
+}
+
+/// Orders (`id,customer,amount,price,status,note`) with nulls and repeats,
+/// and customers (`name,city,tier`), one of them without orders and some
+/// orders without a customer.
+fn tables(w: &World) -> (String, String) {
+    let mut rng = Rng(0x5eed_5a1e);
+    let mut orders = String::from("id,customer,amount,price,status,note\n");
+    for id in 1..=400 {
+        let customer = if rng.below(20) == 0 {
+            String::new()
+        } else {
+            format!("c{}", rng.below(30))
+        };
+        let amount = if rng.below(10) == 0 {
+            String::new()
+        } else {
+            (rng.below(200) as i64 - 20).to_string()
+        };
+        let price = format!("{}.{:02}", rng.below(100), rng.below(100));
+        let status = ["paid", "open", "void"][rng.below(3) as usize];
+        let note = ["rush order", "gift", "", "50% off", "Gift wrap"][rng.below(5) as usize];
+        orders.push_str(&format!("{id},{customer},{amount},{price},{status},{note}\n"));
+    }
+    let mut customers = String::from("name,city,tier\n");
+    for c in 0..32 {
+        let city = ["Paris", "Lyon", "Nice", ""][rng.below(4) as usize];
+        customers.push_str(&format!("c{c},{city},{}\n", rng.below(3)));
+    }
+    (w.write("orders.csv", &orders), w.write("customers.csv", &customers))
+}
+
+/// Each query exercises constructs of the documented subset; DuckDB runs
+/// the same text.
+const QUERIES: &[&str] = &[
+    // Projection, arithmetic, WHERE with three-valued logic.
+    "SELECT id, amount * 2 + 1 AS a, price - amount AS b, -amount AS neg FROM orders WHERE amount > 10 AND status <> 'void'",
+    "SELECT id FROM orders WHERE amount IS NULL OR NOT (status = 'paid')",
+    "SELECT id, amount % 7 AS m FROM orders WHERE amount BETWEEN 5 AND 50 AND id NOT IN (3, 5, 8)",
+    // CASE, COALESCE, NULLIF, CAST, string functions, LIKE.
+    "SELECT id, CASE WHEN amount > 100 THEN 'big' WHEN amount > 0 THEN 'small' ELSE 'none' END AS size, \
+     CASE status WHEN 'paid' THEN 1 ELSE 0 END AS paid, COALESCE(amount, -1) AS amt, NULLIF(status, 'open') AS st \
+     FROM orders",
+    "SELECT id, upper(customer) AS u, lower(note) AS l, length(note) AS n, substring(note FROM 2 FOR 3) AS s, \
+     trim(note) AS t, customer || '-' || status AS tag, CAST(amount AS DOUBLE) / 4 AS q, CAST(price AS INTEGER) AS p \
+     FROM orders WHERE note LIKE '%ft%' OR note LIKE 'rush%' OR note ILIKE 'gift%'",
+    "SELECT id, round(price, 1) AS r, abs(amount) AS a, floor(price) AS f, ceil(price) AS c, greatest(amount, 50) AS g \
+     FROM orders WHERE note NOT LIKE '%\\%%' ESCAPE '\\'",
+    // GROUP BY with every aggregate, HAVING, positions and aliases.
+    "SELECT customer, count(*) AS n, count(amount) AS na, sum(amount) AS s, avg(amount) AS a, min(price) AS lo, \
+     max(status) AS hi, count(DISTINCT status) AS ds FROM orders GROUP BY customer",
+    "SELECT status, customer IS NULL AS anon, sum(price) AS total FROM orders GROUP BY status, anon HAVING count(*) > 5",
+    "SELECT amount % 3 AS bucket, count(*) AS n FROM orders WHERE amount IS NOT NULL GROUP BY 1",
+    "SELECT upper(status) AS s, sum(amount) * 2 AS twice, max(amount) - min(amount) AS spread FROM orders GROUP BY upper(status)",
+    // Global aggregates, also over no rows.
+    "SELECT count(*) AS n, sum(amount) AS s, avg(price) AS a, min(id) AS lo FROM orders",
+    "SELECT count(*) AS n, count(amount) AS na, sum(amount) AS s, max(id) AS hi FROM orders WHERE id < 0",
+    // DISTINCT and set operations.
+    "SELECT DISTINCT status, customer FROM orders",
+    "SELECT customer FROM orders WHERE status = 'paid' UNION SELECT name FROM customers WHERE tier = 2",
+    "SELECT customer FROM orders WHERE status = 'paid' UNION ALL SELECT name FROM customers",
+    "SELECT customer FROM orders EXCEPT SELECT name FROM customers WHERE city = 'Paris'",
+    "SELECT customer FROM orders INTERSECT SELECT name FROM customers",
+    "SELECT status FROM orders EXCEPT ALL SELECT status FROM orders WHERE amount > 100",
+    "SELECT status FROM orders INTERSECT ALL SELECT status FROM orders WHERE amount > 150",
+    // Joins: inner, left, right, full, USING, comma joins, residual conditions.
+    "SELECT o.id, c.city FROM orders o JOIN customers c ON o.customer = c.name AND o.amount > c.tier * 50",
+    "SELECT o.id, o.customer, c.city, c.tier FROM orders o LEFT JOIN customers c ON o.customer = c.name",
+    "SELECT o.id, c.name FROM orders o RIGHT JOIN customers c ON o.customer = c.name AND o.status = 'void'",
+    "SELECT o.id, c.name, c.city FROM orders o FULL OUTER JOIN customers c ON o.customer = c.name",
+    "SELECT id, city FROM orders JOIN customers ON customer = name WHERE city = 'Lyon' AND amount IS NOT NULL",
+    "SELECT o.id, c.city FROM orders o, customers c WHERE o.customer = c.name AND c.tier > 0 AND o.price > 50",
+    "SELECT a.id AS x, b.id AS y FROM orders a, orders b WHERE a.customer = b.customer AND a.id < b.id AND a.amount = b.amount",
+    "SELECT c.city, count(*) AS n, sum(o.amount) AS s FROM orders o JOIN customers c ON o.customer = c.name GROUP BY c.city",
+    // Subqueries in FROM and CTEs.
+    "SELECT t.customer, t.n FROM (SELECT customer, count(*) AS n FROM orders GROUP BY customer) AS t WHERE t.n > 12",
+    "WITH paid AS (SELECT customer, sum(amount) AS s FROM orders WHERE status = 'paid' GROUP BY customer), \
+     big AS (SELECT customer FROM paid WHERE s > 300) \
+     SELECT p.customer, p.s, c.city FROM paid p JOIN big b ON p.customer = b.customer LEFT JOIN customers c ON c.name = p.customer",
+    // ORDER BY ... LIMIT (top-k), with OFFSET and NULLS placement.
+    "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 7",
+    "SELECT id, amount FROM orders ORDER BY amount NULLS FIRST, id LIMIT 5 OFFSET 3",
+    "SELECT customer, sum(amount) AS s FROM orders WHERE customer IS NOT NULL GROUP BY customer ORDER BY s DESC, customer LIMIT 3",
+];
+
+#[test]
+fn sql_matches_duckdb_in_batch() {
+    let Some(python) = duckdb_python() else { return };
+    let w = World::new();
+    let (orders, customers) = tables(&w);
+    for (q, query) in QUERIES.iter().enumerate() {
+        let expected = duckdb_rows(
+            &python,
+            query,
+            &[("orders", &orders), ("customers", &customers)],
+        );
+        for workers in ["1", "2", "4"] {
+            let out = w.path(&format!("out-{q}-{workers}"));
+            let mut args = vec!["run", "--sql-text", query, "--workers", workers];
+            let out_s = out.display().to_string();
+            args.extend(["-o", &out_s]);
+            let input_o = format!("orders={orders}");
+            let input_c = format!("customers={customers}");
+            if query.contains("orders") {
+                args.extend(["-i", &input_o]);
+            }
+            if query.contains("customers") {
+                args.extend(["-i", &input_c]);
+            }
+            w.ok(&args);
+            let got = kappa_rows(&std::fs::read_to_string(out.join("result.csv")).unwrap());
+            assert!(
+                same_rows(&got, &expected),
+                "query {q} on {workers} workers: {query}\n{}",
+                difference(&got, &expected)
+            );
+        }
+    }
+}
+
+/// SQL scripts streamed: each is one output, renamed by `--table`.
+const STREAMED: &[(&str, &str)] = &[
+    (
+        "per_user",
+        "SELECT user_id, count(*) AS n, sum(amount) AS s, max(ts) AS last, count(DISTINCT page) AS pages \
+         FROM events GROUP BY user_id",
+    ),
+    (
+        "by_country",
+        "SELECT u.country, e.page, count(*) AS views, avg(e.amount) AS mean \
+         FROM events e JOIN users u ON e.user_id = u.user_id GROUP BY u.country, e.page",
+    ),
+    (
+        "unmatched",
+        "SELECT e.ts, e.user_id, u.country FROM events e LEFT JOIN users u ON e.user_id = u.user_id \
+         WHERE e.amount IS NULL OR e.amount > 450",
+    ),
+    (
+        "top_spend",
+        "SELECT user_id, sum(amount) AS s FROM events GROUP BY user_id ORDER BY s DESC, user_id LIMIT 5",
+    ),
+    (
+        "totals",
+        "SELECT count(*) AS n, sum(amount) AS s, count(DISTINCT user_id) AS users FROM events WHERE page <> '/'",
+    ),
+];
+
+fn stream_sql_args(table: &str, sql: &str) -> Vec<String> {
+    let mut args: Vec<String> = ["stream", "--quiet", "--sql-text", sql, "--table", table]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if sql.contains("events") {
+        args.extend(["-i".into(), "events=events".into()]);
+    }
+    if sql.contains("users") {
+        args.extend(["-i".into(), "users=users".into()]);
+    }
+    args
+}
+
+/// The SQL scripts streamed over randomly chunked topics, SIGKILLed and
+/// restarted on 1–3 workers, end with exactly the batch run's rows, and
+/// `table verify` agrees; then a changed query is refused by `stream`,
+/// built beside the old one by `reprocess`, and rolled back.
+#[test]
+fn sql_streams_with_kills_equal_batch_and_reprocess() {
+    let w = World::new();
+    let mut rng = Rng(0x51_5eed);
+    let events = events(&mut rng, 1200);
+    let users = users(&mut rng);
+    w.ok(&["log", "create", "events", "--partitions", "3"]);
+    w.ok(&["log", "create", "users", "--partitions", "2", "--compact"]);
+    let ev_file = w.write(
+        "events.csv",
+        &format!("user,user_id,ts,page,amount\n{}\n", events.join("\n")),
+    );
+    let mut latest: BTreeMap<String, String> = BTreeMap::new();
+    for u in &users {
+        latest.insert(u.split(',').next().unwrap().to_string(), u.clone());
+    }
+    let users_file = w.write(
+        "users.csv",
+        &format!(
+            "user_id,country\n{}\n",
+            latest.values().cloned().collect::<Vec<_>>().join("\n")
+        ),
+    );
+    let mut plan: Vec<(&str, Vec<String>, &str)> = Vec::new();
+    for c in chunks(&mut rng, &events, 5) {
+        plan.push(("events", c, "user,user_id,ts,page,amount"));
+    }
+    for (i, c) in chunks(&mut rng, &users, 3).into_iter().enumerate() {
+        plan.insert((2 * i + 1).min(plan.len()), ("users", c, "user_id,country"));
+    }
+    for (i, (topic, rows, header)) in plan.iter().enumerate() {
+        let file = w.write(&format!("chunk{i}.csv"), &format!("{header}\n{}\n", rows.join("\n")));
+        let mut produce = vec!["log", "produce", topic, "--file", &file];
+        if *topic == "users" {
+            produce.extend(["--key", "user_id"]);
+        }
+        w.ok(&produce);
+        for (table, sql) in STREAMED {
+            let mut args = stream_sql_args(table, sql);
+            args.extend([
+                "--workers".into(),
+                (1 + rng.below(3)).to_string(),
+                "--max-batch".into(),
+                (50 + rng.below(300)).to_string(),
+            ]);
+            let mut child = w.spawn_silent(&args);
+            if i + 1 == plan.len() {
+                wait_for_commit(&w, table);
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(200)));
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+    for (table, sql) in STREAMED {
+        let mut args = stream_sql_args(table, sql);
+        args.push("--until-caught-up".into());
+        w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = w.path(&format!("batch-{table}"));
+        let mut run = vec![
+            "run".to_string(),
+            "--sql-text".into(),
+            sql.to_string(),
+            "-o".into(),
+            out.display().to_string(),
+        ];
+        if sql.contains("events") {
+            run.extend(["-i".into(), format!("events={ev_file}")]);
+        }
+        if sql.contains("users") {
+            run.extend(["-i".into(), format!("users={users_file}")]);
+        }
+        w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
+        let batch = std::fs::read_to_string(out.join("result.csv")).unwrap();
+        let table_text = table_csv(&w, table);
+        assert_eq!(
+            kappa_rows(&table_text),
+            kappa_rows(&batch.replace('"', "")),
+            "{table}: the streamed table differs from the batch run"
+        );
+        let verify = w.ok(&["table", "verify", table]);
+        assert!(verify.contains(": identical ("), "{verify}");
+    }
+    // A changed query is a new version: refused by stream, built by reprocess.
+    let (table, sql) = STREAMED[0];
+    let changed = sql.replace("count(*) AS n", "count(*) AS n, min(ts) AS first");
+    let err = w.fails(
+        &stream_sql_args(table, &changed)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(err.contains("reprocess"), "{err}");
+    let mut reprocess = stream_sql_args(table, &changed);
+    reprocess[0] = "reprocess".into();
+    reprocess.push("--until-caught-up".into());
+    let out = w.ok(&reprocess.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("swap"), "{out}");
+    let text = table_csv(&w, table);
+    assert!(text.starts_with("user_id,n,first,s,last,pages"), "{text}");
+    let verify = w.ok(&["table", "verify", table]);
+    assert!(verify.contains(": identical ("), "{verify}");
+    let rolled = w.ok(&["table", "rollback", table]);
+    assert!(rolled.contains("v1"), "{rolled}");
+    assert!(table_csv(&w, table).starts_with("user_id,n,s,last,pages"));
+}
+
+/// Every error class names the line and column and exits non-zero before
+/// reading any data (no output directory is made).
+#[test]
+fn sql_errors_name_line_and_column() {
+    let w = World::new();
+    let (orders, customers) = tables(&w);
+    let cases: &[(&str, &str)] = &[
+        ("SELECT id,\n  FROM orders", "q.sql:2:3: Expected"),
+        ("SELECT id FROM ordrs", "q.sql:1:16: unknown table ordrs (did you mean orders?)"),
+        ("SELECT id,\n  amout FROM orders", "q.sql:2:3: unknown column amout (did you mean amount?)"),
+        ("SELECT id FROM orders WHERE status > 3", "q.sql:1:38: cannot compare text"),
+        ("SELECT id FROM orders WHERE customer = 'c1' AND customer + 1 > 2", "is used as a number here but as text at line 1, column 29"),
+        ("SELECT customer, amount FROM orders GROUP BY customer", "q.sql:1:18: column amount must appear in the GROUP BY clause"),
+        ("SELECT id FROM orders WHERE sum(amount) > 3", "q.sql:1:29: the aggregate sum(...) is not allowed here"),
+        ("SELECT id, row_number() OVER (ORDER BY id) FROM orders", "q.sql:1:12: a window function"),
+        ("SELECT id FROM orders LIMIT 3", "LIMIT without ORDER BY"),
+        ("SELECT o.id FROM orders o JOIN customers c ON o.customer = c.name AND x.y = 1", "q.sql:1:70: no table or alias x"),
+        ("SELECT id, id FROM orders", "two columns named id"),
+        ("DELETE FROM orders", "q.sql:1:1: the statement DELETE FROM"),
+    ];
+    let (orders_arg, customers_arg) = (format!("orders={orders}"), format!("customers={customers}"));
+    for (sql, expected) in cases {
+        w.write("q.sql", sql);
+        let mut args = vec!["run", "--sql", "q.sql", "-i", &orders_arg, "-o", "never"];
+        if sql.contains("customers") {
+            args.extend(["-i", &customers_arg]);
+        }
+        let out = w.path("never");
+        let mut cmd = w.kappa(&[]);
+        cmd.current_dir(w.dir.path());
+        let out_text = cmd.args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out_text.stderr);
+        assert!(!out_text.status.success(), "{sql}: succeeded");
+        assert!(stderr.contains(expected), "{sql}: expected {expected:?} in:\n{stderr}");
+        assert!(!stderr.contains("panick"), "{stderr}");
+        assert!(!out.exists(), "{sql}: an output was written");
+    }
+}
+
+/// `kappa sql explain` prints what each input reads (and as what), the
+/// operators and the output's key, from files or CREATE TABLE declarations.
+#[test]
+fn explain_shows_columns_operators_and_keys() {
+    let w = World::new();
+    let (orders, customers) = tables(&w);
+    let text = w.ok(&[
+        "sql",
+        "explain",
+        "--sql-text",
+        "SELECT c.city, sum(o.amount) AS s FROM orders o JOIN customers c ON o.customer = c.name \
+         WHERE o.price > 10 GROUP BY c.city",
+        "-i",
+        &format!("orders={orders}"),
+        "-i",
+        &format!("customers={customers}"),
+    ]);
+    assert!(text.contains("orders: customer inferred, amount number, price number"), "{text}");
+    assert!(text.contains("customers: name inferred, city inferred"), "{text}");
+    assert!(text.contains("output result (city, s), key (city)"), "{text}");
+    assert!(text.contains("inner join on left.#0 = right.#0"), "{text}");
+    assert!(text.contains("filter (#2 > 10)"), "{text}");
+    let declared = w.ok(&[
+        "sql",
+        "explain",
+        "--sql-text",
+        "CREATE TABLE t (k TEXT, v BIGINT); CREATE VIEW s AS SELECT k, count(*) AS n FROM t GROUP BY k; \
+         CREATE VIEW big AS SELECT k FROM s WHERE n > 2",
+    ]);
+    assert!(declared.contains("t: k text"), "{declared}");
+    assert!(declared.contains("output big (k), key (k)"), "{declared}");
+    assert!(declared.contains("read s"), "{declared}");
+}
