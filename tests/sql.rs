@@ -408,16 +408,16 @@ fn sql_errors_name_line_and_column() {
     let w = World::new();
     let (orders, customers) = tables(&w);
     let cases: &[(&str, &str)] = &[
-        ("SELECT id,\n  FROM orders", "q.sql:2:3: Expected"),
+        ("SELECT id FROM orders\nWHERE amount > > 3", "q.sql:2:16: Expected: an expression, found: >"),
         ("SELECT id FROM ordrs", "q.sql:1:16: unknown table ordrs (did you mean orders?)"),
         ("SELECT id,\n  amout FROM orders", "q.sql:2:3: unknown column amout (did you mean amount?)"),
-        ("SELECT id FROM orders WHERE status > 3", "q.sql:1:38: cannot compare text"),
+        ("SELECT id FROM orders WHERE upper(status) > 3", "q.sql:1:45: cannot compare text (upper(status)) with an integer"),
         ("SELECT id FROM orders WHERE customer = 'c1' AND customer + 1 > 2", "is used as a number here but as text at line 1, column 29"),
         ("SELECT customer, amount FROM orders GROUP BY customer", "q.sql:1:18: column amount must appear in the GROUP BY clause"),
         ("SELECT id FROM orders WHERE sum(amount) > 3", "q.sql:1:29: the aggregate sum(...) is not allowed here"),
         ("SELECT id, row_number() OVER (ORDER BY id) FROM orders", "q.sql:1:12: a window function"),
         ("SELECT id FROM orders LIMIT 3", "LIMIT without ORDER BY"),
-        ("SELECT o.id FROM orders o JOIN customers c ON o.customer = c.name AND x.y = 1", "q.sql:1:70: no table or alias x"),
+        ("SELECT o.id FROM orders o JOIN customers c ON o.customer = c.name AND x.y = 1", "q.sql:1:71: no table or alias x in this query's FROM\n"),
         ("SELECT id, id FROM orders", "two columns named id"),
         ("DELETE FROM orders", "q.sql:1:1: the statement DELETE FROM"),
     ];

@@ -106,7 +106,10 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let has_sql = args.sql.sql.is_some() || args.sql.sql_text.is_some();
     let job = match (&args.job, has_sql) {
         (None, false) => None,
-        (name, _) => Some(args.sql.job_or(registry, name.as_deref())?),
+        (name, _) => {
+            let inputs: Vec<&str> = args.input.iter().map(|(n, _)| n.as_str()).collect();
+            Some(args.sql.job_or(registry, name.as_deref(), &inputs)?)
+        }
     };
     let job = match job {
         Some(job) if !args.help => job,

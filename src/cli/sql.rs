@@ -42,10 +42,19 @@ impl SqlArgs {
     }
 
     /// The job to run: the script, or the job named `name`; exactly one.
-    pub fn job_or(&self, registry: &Registry, name: Option<&str>) -> anyhow::Result<Arc<dyn Job>> {
+    /// A script's tables must be among the `inputs` given.
+    pub fn job_or(
+        &self,
+        registry: &Registry,
+        name: Option<&str>,
+        inputs: &[&str],
+    ) -> anyhow::Result<Arc<dyn Job>> {
         match (self.job()?, name) {
             (Some(_), Some(name)) => bail!("give a job name ({name}) or --sql, not both"),
-            (Some(job), None) => Ok(Arc::new(job)),
+            (Some(job), None) => {
+                job.check_inputs(inputs)?;
+                Ok(Arc::new(job))
+            }
             (None, Some(name)) => Ok(registry.find(name)?),
             (None, None) => bail!("no job given: name one (see `kappa jobs`) or give --sql FILE"),
         }

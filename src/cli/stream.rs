@@ -138,7 +138,8 @@ pub fn plan_on_log(
     args: &JobOnLogArgs,
     sources: &Sources,
 ) -> anyhow::Result<OnLog> {
-    let job = args.sql.job_or(registry, args.job.as_deref())?;
+    let inputs: Vec<&str> = args.input.iter().map(|(n, _)| n.as_str()).collect();
+    let job = args.sql.job_or(registry, args.job.as_deref(), &inputs)?;
     let params = args.late.with_params(&job.spec(), &args.param)?;
     let mut on_log = OnLog::plan(job, &params, &args.input, sources)?;
     if let Some(table) = &args.table {

@@ -9,7 +9,11 @@
 //!   epoch (workers record them before inserting the rows), so after any
 //!   crash the table and its offsets agree;
 //! - epoch 0 is the replay of what is already committed: its changes are
-//!   the table's current content, so they are dropped, not applied.
+//!   the table's current content, so they are dropped, not applied — except
+//!   on a deployment that has never committed an epoch, whose tables are
+//!   empty while epoch 0 holds the job's output over no input (a SQL global
+//!   aggregate's one row: `count(*)` is 0 over nothing): that is committed
+//!   as its first epoch.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -156,6 +160,9 @@ pub struct Committer {
     sinks: Vec<Sink>,
     /// A sink failed: the outbox holds messages to send again.
     outbox_pending: bool,
+    /// The deployment has never committed an epoch: epoch 0's changes
+    /// (the output over no input) are its first commit.
+    seed: bool,
 }
 
 /// The committer's fixed parts.
@@ -182,8 +189,9 @@ pub struct CommitterSetup {
 
 impl Committer {
     /// A committer that has committed nothing yet in this run.
-    pub fn new(setup: CommitterSetup) -> Committer {
+    pub fn new(setup: CommitterSetup) -> Result<Committer, TableError> {
         let now = Instant::now();
+        let seed = setup.store.deployment(setup.lease.deployment)?.progress.epochs == 0;
         let mut committer = Committer {
             halted: false,
             caught_up: false,
@@ -209,17 +217,20 @@ impl Committer {
             idle_lag_at: now,
             sinks: setup.sinks,
             outbox_pending: false,
+            seed,
         };
         committer.refresh_lag();
         // What the last owner committed but did not get to send.
         committer.drain_outbox();
-        committer
+        Ok(committer)
     }
 
     /// Stashes output changes until their epoch is committed (epoch 0, the
-    /// replay of what the tables hold, is dropped).
+    /// replay of what the tables hold, is dropped unless the tables were
+    /// never written: see the module's invariants).
     pub fn stash(&mut self, changes: &mut Vec<OutputChange>) {
-        for ((output, row), time, diff) in changes.drain(..).filter(|(_, t, _)| *t > 0) {
+        let seed = self.seed;
+        for ((output, row), time, diff) in changes.drain(..).filter(|(_, t, _)| *t > 0 || seed) {
             self.stash
                 .entry(time)
                 .or_default()
@@ -276,9 +287,10 @@ impl Committer {
             let log = self.logs.remove(&epoch).unwrap_or_default();
             let changes = self.stash.remove(&epoch).unwrap_or_default();
             self.bad_rows += log.bad_rows;
-            if epoch > 0 {
+            if epoch > 0 || (self.seed && !changes.is_empty()) {
                 self.commit(epoch, log, changes)?;
             }
+            self.seed = false;
             self.next += 1;
             self.after_epoch()?;
         }

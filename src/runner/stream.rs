@@ -1043,7 +1043,7 @@ impl Shared {
             quiet: self.run.quiet,
             metrics: self.run.metrics.clone(),
             sinks: self.open_sinks(lease.deployment)?,
-        }))
+        })?)
     }
 
     /// Connects the changelog sinks, each to the output it names.

@@ -169,7 +169,10 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     candidates
         .into_iter()
         .map(|c| (edit_distance(&name, &c.to_lowercase()), c))
-        .filter(|(d, c)| *d <= (c.chars().count().max(name.chars().count()) / 3).max(1))
+        .filter(|(d, c)| {
+            let longest = c.chars().count().max(name.chars().count());
+            *d <= (longest / 3).max(1) && *d < longest
+        })
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
@@ -214,6 +217,7 @@ mod tests {
         assert_eq!(suggest("amout", ["amount", "id"]), Some("amount"));
         assert_eq!(suggest("Amount", ["amount"]), Some("amount"));
         assert_eq!(suggest("zzz", ["amount", "id"]), None);
+        assert_eq!(suggest("x", ["o", "c"]), None);
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub struct SqlJob {
     declared: Vec<Declared>,
     outputs: Vec<OutputDef>,
     inputs: Vec<&'static str>,
+    /// Where each input is first read.
+    input_pos: Vec<Pos>,
 }
 
 /// `CREATE TABLE name (col type, ...)`.
@@ -172,7 +174,7 @@ impl SqlJob {
             }
         }
         check_outputs(&outputs)?;
-        let inputs = referenced_tables(&outputs);
+        let (inputs, input_pos) = referenced_tables(&outputs).into_iter().unzip();
         Ok(SqlJob {
             source: source.to_string(),
             original: text.to_string(),
@@ -180,6 +182,7 @@ impl SqlJob {
             declared,
             outputs,
             inputs,
+            input_pos,
         })
     }
 
@@ -194,6 +197,27 @@ impl SqlJob {
             .iter()
             .find(|d| bind::names(&d.table, name))
             .map(|d| d.columns.iter().map(|(c, _)| c.value.clone()).collect())
+    }
+
+    /// Checks that every table the script reads is among the `given`
+    /// input names, before anything is read: an unknown table is an error
+    /// at its line and column, with the closest given name.
+    pub fn check_inputs(&self, given: &[&str]) -> Result<(), SqlError> {
+        for (name, pos) in self.inputs.iter().zip(&self.input_pos) {
+            if !given.contains(name) {
+                let listed = if given.is_empty() { "none".to_string() } else { given.join(", ") };
+                return Err(SqlError::new(
+                    SqlErrorKind::UnknownTable,
+                    *pos,
+                    format!(
+                        "unknown table {name}{} (tables are the inputs given with --input: {listed})",
+                        error::did_you_mean(name, given.iter().copied())
+                    ),
+                )
+                .located(&self.source, &self.original));
+            }
+        }
+        Ok(())
     }
 
     /// The tables the script reads, which `--input` must name.
@@ -548,10 +572,10 @@ fn check_columns(o: &OutputDef, b: &Bound) -> Result<(), SqlError> {
 
 /// The tables the queries read that are not views or CTEs: the inputs,
 /// in order of first mention, spelled as first written.
-fn referenced_tables(outputs: &[OutputDef]) -> Vec<&'static str> {
+fn referenced_tables(outputs: &[OutputDef]) -> Vec<(&'static str, Pos)> {
     struct Tables {
         ctes: BTreeSet<String>,
-        seen: Vec<String>,
+        seen: Vec<(String, Pos)>,
     }
     impl Visitor for Tables {
         type Break = ();
@@ -566,8 +590,8 @@ fn referenced_tables(outputs: &[OutputDef]) -> Vec<&'static str> {
         fn pre_visit_relation(&mut self, r: &ast::ObjectName) -> ControlFlow<()> {
             let name = r.to_string();
             let name = name.trim_matches('"').to_string();
-            if !self.seen.iter().any(|s| s.eq_ignore_ascii_case(&name)) {
-                self.seen.push(name);
+            if !self.seen.iter().any(|(s, _)| s.eq_ignore_ascii_case(&name)) {
+                self.seen.push((name, Pos::of(r.span())));
             }
             ControlFlow::Continue(())
         }
@@ -586,8 +610,8 @@ fn referenced_tables(outputs: &[OutputDef]) -> Vec<&'static str> {
         .collect();
     t.seen
         .into_iter()
-        .filter(|n| !t.ctes.contains(&n.to_lowercase()) && !views.contains(&n.to_lowercase()))
-        .map(leak)
+        .filter(|(n, _)| !t.ctes.contains(&n.to_lowercase()) && !views.contains(&n.to_lowercase()))
+        .map(|(n, pos)| (leak(n), pos))
         .collect()
 }
 
