@@ -17,10 +17,12 @@ use crate::stream::{chunks, events, table_csv, users, wait_for_commit};
 /// the one in `target/services/venv`; `None` (printed) when there is none,
 /// a failure under `KAPPA_REQUIRE_SERVICES`.
 fn duckdb_python() -> Option<String> {
-    let candidates = std::env::var("KAPPA_TEST_PYTHON").into_iter().chain([format!(
-        "{}/target/services/venv/bin/python",
-        env!("CARGO_MANIFEST_DIR")
-    )]);
+    let candidates = std::env::var("KAPPA_TEST_PYTHON")
+        .into_iter()
+        .chain([format!(
+            "{}/target/services/venv/bin/python",
+            env!("CARGO_MANIFEST_DIR")
+        )]);
     for python in candidates {
         let ok = Command::new(&python)
             .args(["-c", "import duckdb"])
@@ -92,7 +94,13 @@ fn kappa_rows(csv: &str) -> Vec<Vec<Value>> {
         .map(|r| {
             r.unwrap()
                 .iter()
-                .map(|f| if f.is_empty() { Value::Null } else { Value::infer(f) })
+                .map(|f| {
+                    if f.is_empty() {
+                        Value::Null
+                    } else {
+                        Value::infer(f)
+                    }
+                })
                 .collect()
         })
         .collect();
@@ -106,10 +114,12 @@ fn same_rows(a: &[Vec<Value>], b: &[Vec<Value>]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
             x.len() == y.len()
-                && x.iter().zip(y).all(|(u, v)| match (u.as_f64(), v.as_f64()) {
-                    (Some(p), Some(q)) => (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0),
-                    _ => u == v,
-                })
+                && x.iter()
+                    .zip(y)
+                    .all(|(u, v)| match (u.as_f64(), v.as_f64()) {
+                        (Some(p), Some(q)) => (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0),
+                        _ => u == v,
+                    })
         })
 }
 
@@ -117,7 +127,10 @@ fn same_rows(a: &[Vec<Value>], b: &[Vec<Value>]) -> bool {
 fn difference(kappa: &[Vec<Value>], duckdb: &[Vec<Value>]) -> String {
     let only = |a: &[Vec<Value>], b: &[Vec<Value>]| -> Vec<String> {
         a.iter()
-            .filter(|r| !b.iter().any(|s| same_rows(std::slice::from_ref(*r), std::slice::from_ref(s))))
+            .filter(|r| {
+                !b.iter()
+                    .any(|s| same_rows(std::slice::from_ref(*r), std::slice::from_ref(s)))
+            })
             .take(5)
             .map(|r| format!("{r:?}"))
             .collect()
@@ -151,14 +164,19 @@ fn tables(w: &World) -> (String, String) {
         let price = format!("{}.{:02}", rng.below(100), rng.below(100));
         let status = ["paid", "open", "void"][rng.below(3) as usize];
         let note = ["rush order", "gift", "", "50% off", "Gift wrap"][rng.below(5) as usize];
-        orders.push_str(&format!("{id},{customer},{amount},{price},{status},{note}\n"));
+        orders.push_str(&format!(
+            "{id},{customer},{amount},{price},{status},{note}\n"
+        ));
     }
     let mut customers = String::from("name,city,tier\n");
     for c in 0..32 {
         let city = ["Paris", "Lyon", "Nice", ""][rng.below(4) as usize];
         customers.push_str(&format!("c{c},{city},{}\n", rng.below(3)));
     }
-    (w.write("orders.csv", &orders), w.write("customers.csv", &customers))
+    (
+        w.write("orders.csv", &orders),
+        w.write("customers.csv", &customers),
+    )
 }
 
 /// Each query exercises constructs of the documented subset; DuckDB runs
@@ -216,7 +234,9 @@ const QUERIES: &[&str] = &[
 
 #[test]
 fn sql_matches_duckdb_in_batch() {
-    let Some(python) = duckdb_python() else { return };
+    let Some(python) = duckdb_python() else {
+        return;
+    };
     let w = World::new();
     let (orders, customers) = tables(&w);
     for (q, query) in QUERIES.iter().enumerate() {
@@ -272,20 +292,24 @@ const STREAMED: &[(&str, &str)] = &[
     ),
     (
         "totals",
-        "SELECT count(*) AS n, sum(amount) AS s, count(DISTINCT user_id) AS users FROM events WHERE page <> '/'",
+        "SELECT count(*) AS n, sum(amount) AS s, count(DISTINCT user_id) AS people FROM events WHERE page <> '/'",
     ),
 ];
+
+/// Whether `sql` reads `table` (names it after FROM or JOIN).
+fn reads(sql: &str, table: &str) -> bool {
+    sql.contains(&format!("FROM {table}")) || sql.contains(&format!("JOIN {table}"))
+}
 
 fn stream_sql_args(table: &str, sql: &str) -> Vec<String> {
     let mut args: Vec<String> = ["stream", "--quiet", "--sql-text", sql, "--table", table]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    if sql.contains("events") {
-        args.extend(["-i".into(), "events=events".into()]);
-    }
-    if sql.contains("users") {
-        args.extend(["-i".into(), "users=users".into()]);
+    for table in ["events", "users"] {
+        if reads(sql, table) {
+            args.extend(["-i".into(), format!("{table}={table}")]);
+        }
     }
     args
 }
@@ -325,7 +349,10 @@ fn sql_streams_with_kills_equal_batch_and_reprocess() {
         plan.insert((2 * i + 1).min(plan.len()), ("users", c, "user_id,country"));
     }
     for (i, (topic, rows, header)) in plan.iter().enumerate() {
-        let file = w.write(&format!("chunk{i}.csv"), &format!("{header}\n{}\n", rows.join("\n")));
+        let file = w.write(
+            &format!("chunk{i}.csv"),
+            &format!("{header}\n{}\n", rows.join("\n")),
+        );
         let mut produce = vec!["log", "produce", topic, "--file", &file];
         if *topic == "users" {
             produce.extend(["--key", "user_id"]);
@@ -360,10 +387,10 @@ fn sql_streams_with_kills_equal_batch_and_reprocess() {
             "-o".into(),
             out.display().to_string(),
         ];
-        if sql.contains("events") {
+        if reads(sql, "events") {
             run.extend(["-i".into(), format!("events={ev_file}")]);
         }
-        if sql.contains("users") {
+        if reads(sql, "users") {
             run.extend(["-i".into(), format!("users={users_file}")]);
         }
         w.ok(&run.iter().map(String::as_str).collect::<Vec<_>>());
@@ -396,7 +423,7 @@ fn sql_streams_with_kills_equal_batch_and_reprocess() {
     assert!(text.starts_with("user_id,n,first,s,last,pages"), "{text}");
     let verify = w.ok(&["table", "verify", table]);
     assert!(verify.contains(": identical ("), "{verify}");
-    let rolled = w.ok(&["table", "rollback", table]);
+    let rolled = w.ok(&["table", "rollback", table, "--until-caught-up"]);
     assert!(rolled.contains("v1"), "{rolled}");
     assert!(table_csv(&w, table).starts_with("user_id,n,s,last,pages"));
 }
@@ -408,20 +435,48 @@ fn sql_errors_name_line_and_column() {
     let w = World::new();
     let (orders, customers) = tables(&w);
     let cases: &[(&str, &str)] = &[
-        ("SELECT id FROM orders\nWHERE amount > > 3", "q.sql:2:16: Expected: an expression, found: >"),
-        ("SELECT id FROM ordrs", "q.sql:1:16: unknown table ordrs (did you mean orders?)"),
-        ("SELECT id,\n  amout FROM orders", "q.sql:2:3: unknown column amout (did you mean amount?)"),
-        ("SELECT id FROM orders WHERE upper(status) > 3", "q.sql:1:45: cannot compare text (upper(status)) with an integer"),
-        ("SELECT id FROM orders WHERE customer = 'c1' AND customer + 1 > 2", "is used as a number here but as text at line 1, column 29"),
-        ("SELECT customer, amount FROM orders GROUP BY customer", "q.sql:1:18: column amount must appear in the GROUP BY clause"),
-        ("SELECT id FROM orders WHERE sum(amount) > 3", "q.sql:1:29: the aggregate sum(...) is not allowed here"),
-        ("SELECT id, row_number() OVER (ORDER BY id) FROM orders", "q.sql:1:12: a window function"),
+        (
+            "SELECT id FROM orders\nWHERE amount > > 3",
+            "q.sql:2:16: Expected: an expression, found: >",
+        ),
+        (
+            "SELECT id FROM ordrs",
+            "q.sql:1:16: unknown table ordrs (did you mean orders?)",
+        ),
+        (
+            "SELECT id,\n  amout FROM orders",
+            "q.sql:2:3: unknown column amout (did you mean amount?)",
+        ),
+        (
+            "SELECT id FROM orders WHERE upper(status) > 3",
+            "q.sql:1:45: cannot compare text (upper(status)) with an integer",
+        ),
+        (
+            "SELECT id FROM orders WHERE customer = 'c1' AND customer + 1 > 2",
+            "is used as a number here but as text at line 1, column 29",
+        ),
+        (
+            "SELECT customer, amount FROM orders GROUP BY customer",
+            "q.sql:1:18: column amount must appear in the GROUP BY clause",
+        ),
+        (
+            "SELECT id FROM orders WHERE sum(amount) > 3",
+            "q.sql:1:29: the aggregate sum(...) is not allowed here",
+        ),
+        (
+            "SELECT id, row_number() OVER (ORDER BY id) FROM orders",
+            "q.sql:1:12: a window function",
+        ),
         ("SELECT id FROM orders LIMIT 3", "LIMIT without ORDER BY"),
-        ("SELECT o.id FROM orders o JOIN customers c ON o.customer = c.name AND x.y = 1", "q.sql:1:71: no table or alias x in this query's FROM\n"),
+        (
+            "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.name AND x.y = 1",
+            "q.sql:1:71: no table or alias x in this query's FROM\n",
+        ),
         ("SELECT id, id FROM orders", "two columns named id"),
         ("DELETE FROM orders", "q.sql:1:1: the statement DELETE FROM"),
     ];
-    let (orders_arg, customers_arg) = (format!("orders={orders}"), format!("customers={customers}"));
+    let (orders_arg, customers_arg) =
+        (format!("orders={orders}"), format!("customers={customers}"));
     for (sql, expected) in cases {
         w.write("q.sql", sql);
         let mut args = vec!["run", "--sql", "q.sql", "-i", &orders_arg, "-o", "never"];
@@ -434,7 +489,10 @@ fn sql_errors_name_line_and_column() {
         let out_text = cmd.args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out_text.stderr);
         assert!(!out_text.status.success(), "{sql}: succeeded");
-        assert!(stderr.contains(expected), "{sql}: expected {expected:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{sql}: expected {expected:?} in:\n{stderr}"
+        );
         assert!(!stderr.contains("panick"), "{stderr}");
         assert!(!out.exists(), "{sql}: an output was written");
     }
@@ -457,9 +515,18 @@ fn explain_shows_columns_operators_and_keys() {
         "-i",
         &format!("customers={customers}"),
     ]);
-    assert!(text.contains("orders: customer inferred, amount number, price number"), "{text}");
-    assert!(text.contains("customers: name inferred, city inferred"), "{text}");
-    assert!(text.contains("output result (city, s), key (city)"), "{text}");
+    assert!(
+        text.contains("orders: customer inferred, amount number, price number"),
+        "{text}"
+    );
+    assert!(
+        text.contains("customers: name inferred, city inferred"),
+        "{text}"
+    );
+    assert!(
+        text.contains("output result (city, s), key (city)"),
+        "{text}"
+    );
     assert!(text.contains("inner join on left.#0 = right.#0"), "{text}");
     assert!(text.contains("filter (#2 > 10)"), "{text}");
     let declared = w.ok(&[

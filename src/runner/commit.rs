@@ -191,7 +191,12 @@ impl Committer {
     /// A committer that has committed nothing yet in this run.
     pub fn new(setup: CommitterSetup) -> Result<Committer, TableError> {
         let now = Instant::now();
-        let seed = setup.store.deployment(setup.lease.deployment)?.progress.epochs == 0;
+        let seed = setup
+            .store
+            .deployment(setup.lease.deployment)?
+            .progress
+            .epochs
+            == 0;
         let mut committer = Committer {
             halted: false,
             caught_up: false,

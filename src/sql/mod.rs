@@ -205,7 +205,11 @@ impl SqlJob {
     pub fn check_inputs(&self, given: &[&str]) -> Result<(), SqlError> {
         for (name, pos) in self.inputs.iter().zip(&self.input_pos) {
             if !given.contains(name) {
-                let listed = if given.is_empty() { "none".to_string() } else { given.join(", ") };
+                let listed = if given.is_empty() {
+                    "none".to_string()
+                } else {
+                    given.join(", ")
+                };
                 return Err(SqlError::new(
                     SqlErrorKind::UnknownTable,
                     *pos,

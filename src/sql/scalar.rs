@@ -656,7 +656,11 @@ fn round(x: Value, digits: Option<Value>) -> Value {
 fn round_float(x: f64, digits: i32) -> f64 {
     let scale = 10f64.powi(digits.abs());
     if digits < 0 || !x.is_finite() {
-        let r = if digits < 0 { (x / scale).round() * scale } else { x };
+        let r = if digits < 0 {
+            (x / scale).round() * scale
+        } else {
+            x
+        };
         return if r.is_finite() { r } else { x };
     }
     let d = digits as usize;
