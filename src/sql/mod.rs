@@ -488,13 +488,11 @@ impl Job for SqlJob {
 /// counts equal rows).
 fn output_key(rel: &Rel, arity: usize, shared: &[Rel]) -> Vec<usize> {
     let whole = (0..arity).collect();
-    if let Rel::Shared(i) = rel {
-        return output_key(&shared[*i], arity, shared);
-    }
-    let Rel::Map(input, exprs) = rel else {
-        return whole;
+    let (exprs, mut below) = match rel {
+        Rel::Shared(i) => return output_key(&shared[*i], arity, shared),
+        Rel::Map(input, exprs) => (Some(exprs), &**input),
+        other => (None, other),
     };
-    let mut below = &**input;
     while let Rel::Filter(i, _) = below {
         below = i;
     }
@@ -506,7 +504,11 @@ fn output_key(rel: &Rel, arity: usize, shared: &[Rel]) -> Vec<usize> {
     }
     let mut key = Vec::new();
     for k in 0..*keys {
-        match exprs.iter().position(|e| *e == scalar::Scalar::Column(k)) {
+        let at = match exprs {
+            Some(exprs) => exprs.iter().position(|e| *e == scalar::Scalar::Column(k)),
+            None => Some(k),
+        };
+        match at {
             Some(p) => key.push(p),
             None => return whole,
         }

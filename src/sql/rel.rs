@@ -193,10 +193,19 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                 }
             }
             let (input, inner) = prune(*input, &need, shared);
-            let kept = kept
+            let kept: Vec<Scalar> = kept
                 .iter()
                 .map(|e| e.remap(&|i| inner[i].expect("kept")))
                 .collect();
+            // A projection of every column in order is no operator at all.
+            let identity = kept.len() == input.arity(shared)
+                && kept
+                    .iter()
+                    .enumerate()
+                    .all(|(i, e)| *e == Scalar::Column(i));
+            if identity {
+                return (input, map);
+            }
             (Rel::Map(Box::new(input), kept), map)
         }
         Rel::Join {
@@ -388,7 +397,7 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             let aggs: Vec<String> = aggs
                 .iter()
                 .map(|a| match a.arg {
-                    Some(p) => format!("{:?}(#{p})", a.kind).to_lowercase(),
+                    Some(p) => format!("{}(#{p})", agg_name(a.kind)),
                     None => "count(*)".into(),
                 })
                 .collect();
@@ -434,6 +443,17 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
         }
         Rel::Union(inputs) => inputs.iter().for_each(|i| explain(i, depth + 1, ctx, out)),
         Rel::Scan { .. } | Rel::Shared(_) => {}
+    }
+}
+
+fn agg_name(kind: AggKind) -> &'static str {
+    match kind {
+        AggKind::Count => "count",
+        AggKind::Sum => "sum",
+        AggKind::Avg => "avg",
+        AggKind::Min => "min",
+        AggKind::Max => "max",
+        AggKind::CountDistinct => "count_distinct",
     }
 }
 

@@ -610,7 +610,14 @@ impl Binder<'_> {
         }
         let list = match &f.args {
             ast::FunctionArguments::List(l) => Some(l),
-            ast::FunctionArguments::None => None,
+            // `user`, `current_date`, ...: keywords the parser reads as
+            // functions, but a column of that name is what a query means.
+            ast::FunctionArguments::None => match f.name.0.as_slice() {
+                [ast::ObjectNamePart::Identifier(i)] => {
+                    return self.column(std::slice::from_ref(i), e, cx);
+                }
+                _ => None,
+            },
             ast::FunctionArguments::Subquery(_) => {
                 return Err(SqlError::unsupported(
                     at,
