@@ -1,3 +1,210 @@
 //! Binder and planner tests: plans and errors for scripts over fixed input
 //! columns, without running anything (the end-to-end tests against DuckDB
 //! are in tests/sql.rs).
+
+use super::*;
+use crate::schema::InputSchema;
+
+fn schemas(job: &SqlJob, inputs: &[(&str, &[&str])]) -> Schemas {
+    let spec = job.spec();
+    let list = spec
+        .inputs
+        .iter()
+        .map(|i| {
+            let (_, cols) = inputs
+                .iter()
+                .find(|(n, _)| *n == i.name)
+                .expect("input given");
+            InputSchema {
+                name: i.name.to_string(),
+                columns: cols.iter().map(|c| c.to_string()).collect(),
+            }
+        })
+        .collect();
+    Schemas::new(&spec, list)
+}
+
+const ORDERS: (&str, &[&str]) = ("orders", &["id", "customer", "amount", "note"]);
+const CUSTOMERS: (&str, &[&str]) = ("customers", &["name", "city"]);
+
+fn plan(sql: &str) -> Result<Plan, PlanError> {
+    let job = SqlJob::parse(sql, "q.sql").map_err(|e| PlanError::Sql(Box::new(e)))?;
+    let s = schemas(&job, &[ORDERS, CUSTOMERS]);
+    let params = Params::resolve(&job.spec(), &[]).unwrap();
+    job.plan(&params, &s, &crate::job::NoData)
+}
+
+fn error(sql: &str) -> SqlError {
+    match plan(sql) {
+        Err(PlanError::Sql(e)) => *e,
+        other => panic!("{sql}: expected a SQL error, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn inputs_read_only_the_columns_used_typed_by_use() {
+    let p = plan(
+        "SELECT o.customer, sum(o.amount) AS s FROM orders o JOIN customers c \
+         ON o.customer = c.name WHERE c.city = 'Paris' GROUP BY o.customer",
+    )
+    .unwrap();
+    let orders = p.inputs.iter().find(|i| i.input == "orders").unwrap();
+    assert_eq!(
+        orders.columns,
+        vec![(1, ColumnType::Any), (2, ColumnType::Number)]
+    );
+    let customers = p.inputs.iter().find(|i| i.input == "customers").unwrap();
+    assert_eq!(
+        customers.columns,
+        vec![(0, ColumnType::Any), (1, ColumnType::Str)]
+    );
+    assert_eq!(p.outputs[0].columns, ["customer", "s"]);
+    assert_eq!(p.outputs[0].key, [0]);
+}
+
+#[test]
+fn keys_are_the_grouping_or_the_whole_row() {
+    let key = |sql: &str| plan(sql).unwrap().outputs[0].key.clone();
+    assert_eq!(
+        key("SELECT count(*) AS n, customer FROM orders GROUP BY customer"),
+        [1]
+    );
+    assert_eq!(
+        key("SELECT customer || 'x' AS c, count(*) AS n FROM orders GROUP BY customer"),
+        [0, 1]
+    );
+    assert_eq!(key("SELECT id, note FROM orders"), [0, 1]);
+    assert_eq!(key("SELECT count(*) AS n FROM orders"), [0]);
+}
+
+#[test]
+fn declared_types_and_views() {
+    let job = SqlJob::parse(
+        "CREATE TABLE orders (amount BIGINT, note TEXT);
+         CREATE VIEW per AS SELECT customer, count(*) AS n FROM orders GROUP BY customer;
+         CREATE VIEW big AS SELECT customer FROM per WHERE n > 3",
+        "q.sql",
+    )
+    .unwrap();
+    assert_eq!(job.input_names(), ["orders"]);
+    let s = schemas(&job, &[ORDERS]);
+    let params = Params::resolve(&job.spec(), &[]).unwrap();
+    let p = job.plan(&params, &s, &crate::job::NoData).unwrap();
+    let names: Vec<&str> = p.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["per", "big"]);
+    assert_eq!(p.outputs[0].key, [0]);
+    let text = job.explain(&s).unwrap();
+    assert!(text.contains("shared per (computed once)"), "{text}");
+    assert!(text.contains("read per"), "{text}");
+    // A declared column the input does not have.
+    let job = SqlJob::parse(
+        "CREATE TABLE orders (amout INT); SELECT id FROM orders",
+        "q.sql",
+    )
+    .unwrap();
+    let e = job.explain(&schemas(&job, &[ORDERS])).unwrap_err();
+    assert_eq!(e.kind, SqlErrorKind::UnknownColumn);
+    assert!(
+        e.to_string()
+            .contains("q.sql:1:22: table orders declares column amout"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_identity_is_the_normalized_text() {
+    let a = SqlJob::parse("select  id\nfrom orders -- a comment", "a").unwrap();
+    let b = SqlJob::parse("SELECT id FROM orders", "b").unwrap();
+    assert_eq!(a.normalized(), b.normalized());
+    let job = SqlJob::from_params(&[(QUERY_PARAM.into(), a.normalized().into())]).unwrap();
+    assert_eq!(job.normalized(), a.normalized());
+    // A different query cannot be planned under this job's spec.
+    let params = Params::resolve(&a.spec(), &[(QUERY_PARAM.into(), "SELECT 1".into())]).unwrap();
+    let s = schemas(&a, &[ORDERS]);
+    assert!(matches!(
+        a.plan(&params, &s, &crate::job::NoData),
+        Err(PlanError::BadParam { .. })
+    ));
+}
+
+#[test]
+fn errors_have_kinds_and_positions() {
+    let cases: &[(&str, SqlErrorKind, (u64, u64))] = &[
+        (
+            "SELECT nme FROM customers",
+            SqlErrorKind::UnknownColumn,
+            (1, 8),
+        ),
+        (
+            "SELECT id FROM orders o, orders p",
+            SqlErrorKind::UnknownColumn,
+            (1, 8),
+        ),
+        (
+            "SELECT id FROM orders\nWHERE upper(note) + 1 > 2",
+            SqlErrorKind::Type,
+            (2, 7),
+        ),
+        (
+            "SELECT note, count(*) AS n FROM orders GROUP BY customer",
+            SqlErrorKind::Invalid,
+            (1, 8),
+        ),
+        (
+            "SELECT id FROM orders WHERE count(*) > 1",
+            SqlErrorKind::Invalid,
+            (1, 29),
+        ),
+        (
+            "SELECT id FROM orders WHERE id IN (SELECT 1)",
+            SqlErrorKind::Unsupported,
+            (1, 29),
+        ),
+        (
+            "SELECT id FROM orders LIMIT 2",
+            SqlErrorKind::Invalid,
+            (1, 1),
+        ),
+        ("SELECT id, id FROM orders", SqlErrorKind::Invalid, (1, 1)),
+        (
+            "SELECT o.id FROM orders o LEFT JOIN customers c ON o.id > 3",
+            SqlErrorKind::Unsupported,
+            (1, 37),
+        ),
+    ];
+    for (sql, kind, (line, column)) in cases {
+        let e = error(sql);
+        assert_eq!(e.kind, *kind, "{sql}: {e}");
+        assert_eq!((e.pos.line, e.pos.column), (*line, *column), "{sql}: {e}");
+    }
+    assert!(
+        error("SELECT id FROM orders o, orders p")
+            .message
+            .contains("ambiguous")
+    );
+    let syntax = SqlJob::parse("SELECT FROM WHERE", "q.sql").unwrap_err();
+    assert_eq!(syntax.kind, SqlErrorKind::Syntax);
+    assert!(syntax.pos.is_known(), "{syntax}");
+    let mixed = SqlJob::parse(
+        "SELECT 1 FROM orders; CREATE VIEW v AS SELECT 2 FROM orders",
+        "q.sql",
+    )
+    .unwrap_err();
+    assert_eq!(mixed.kind, SqlErrorKind::Invalid);
+}
+
+#[test]
+fn unknown_tables_are_named_against_the_given_inputs() {
+    let job = SqlJob::parse("SELECT id\nFROM ordrs", "q.sql").unwrap();
+    let e = job.check_inputs(&["orders"]).unwrap_err();
+    assert_eq!(e.kind, SqlErrorKind::UnknownTable);
+    assert_eq!((e.pos.line, e.pos.column), (2, 6));
+    assert!(e.message.contains("did you mean orders?"), "{e}");
+    let cte = SqlJob::parse(
+        "WITH t AS (SELECT id FROM orders) SELECT id FROM t",
+        "q.sql",
+    )
+    .unwrap();
+    assert_eq!(cte.input_names(), ["orders"]);
+    cte.check_inputs(&["orders"]).unwrap();
+}
