@@ -527,7 +527,14 @@ fn explain_shows_columns_operators_and_keys() {
         text.contains("output result (city, s), key (city)"),
         "{text}"
     );
-    assert!(text.contains("inner join on left.#0 = right.#0"), "{text}");
+    assert!(
+        text.contains("inner join on left.#0 = right.#0 (strategy broadcast)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sql join orders with customers: strategy broadcast (right side "),
+        "{text}"
+    );
     assert!(text.contains("filter (#2 > 10)"), "{text}");
     let declared = w.ok(&[
         "sql",

@@ -96,10 +96,18 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     };
     let spec = job.spec();
     let mut schemas = Vec::new();
+    let sizes = Sizes::default();
     for name in job.input_names() {
         let given = args.input.iter().find(|(n, _)| n == name);
         let columns = match (given, job.declared_columns(name)) {
-            (Some((_, path)), _) => InputFiles::resolve(name, path, None, None)?.schema.columns,
+            (Some((_, path)), _) => {
+                let files = InputFiles::resolve(name, path, None, None)?;
+                sizes
+                    .bytes
+                    .borrow_mut()
+                    .insert(name.to_string(), files.bytes());
+                files.schema.columns
+            }
             (None, Some(columns)) => columns,
             (None, None) => bail!(
                 "the script reads table {name}: give --input {name}=PATH for its columns, or \
@@ -111,6 +119,25 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             columns,
         });
     }
-    print!("{}", job.explain(&Schemas::new(&spec, schemas))?);
+    print!("{}", job.explain(&Schemas::new(&spec, schemas), &sizes)?);
+    for d in sizes.decisions.borrow().iter() {
+        println!("{d}");
+    }
     Ok(())
+}
+
+/// What explain knows of the data: the sizes of the input files given.
+#[derive(Default)]
+struct Sizes {
+    bytes: std::cell::RefCell<std::collections::BTreeMap<String, u64>>,
+    decisions: std::cell::RefCell<Vec<String>>,
+}
+
+impl crate::job::DataContext for Sizes {
+    fn input_bytes(&self, input: &str) -> Option<u64> {
+        self.bytes.borrow().get(input).copied()
+    }
+    fn decide(&self, note: String) {
+        self.decisions.borrow_mut().push(note);
+    }
 }

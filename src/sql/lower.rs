@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use differential_dataflow::AsCollection;
 use timely::dataflow::operators::vec::ToStream;
 
-use super::rel::{AggCall, JoinType, Rel, SetOp, SortKey};
+use super::rel::{AggCall, JoinStrategy, JoinType, Rel, SetOp, SortKey};
 use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
@@ -28,8 +28,6 @@ pub struct SqlFlow {
     pub shared: Vec<Rel>,
     /// The outputs: name and plan.
     pub outputs: Vec<(String, Rel)>,
-    /// The join strategy.
-    pub joins: Physical,
 }
 
 impl Dataflow for SqlFlow {
@@ -100,10 +98,15 @@ impl<'s> Lower<'_, 's> {
                 left_key,
                 right_key,
                 residual,
+                strategy,
             } => {
                 let (nl, nr) = (self.arity(left), self.arity(right));
                 let (l, r) = (self.rel(left), self.rel(right));
-                let joined = self.join(l, r, *kind, (left_key, right_key), (nl, nr));
+                let physical = match strategy {
+                    JoinStrategy::Shuffle => Physical::Shuffle,
+                    JoinStrategy::Broadcast => Physical::Broadcast,
+                };
+                let joined = self.join(l, r, *kind, (left_key, right_key), (nl, nr), &physical);
                 match residual {
                     Some(p) => {
                         let p = p.clone();
@@ -114,7 +117,7 @@ impl<'s> Lower<'_, 's> {
             }
             Rel::Aggregate { input, keys, aggs } => {
                 let rows = self.rel(input);
-                aggregate(rows, *keys, aggs, &self.flow.joins, self.updates)
+                aggregate(rows, *keys, aggs, self.updates)
             }
             Rel::Distinct(input) => self.rel(input).distinct(),
             Rel::Union(inputs) => {
@@ -157,13 +160,16 @@ impl<'s> Lower<'_, 's> {
         kind: JoinType,
         (lk, rk): (&[usize], &[usize]),
         (nl, nr): (usize, usize),
+        physical: &Physical,
     ) -> Rows<'s> {
         let columns = |key: &[usize], other: &[usize], n: usize| JoinColumns {
             left_key: key.to_vec(),
             right_key: other.to_vec(),
             right_rest: (0..n).collect(),
         };
-        let physical = &self.flow.joins;
+        // Right and full joins swap the sides: the broadcast side would be
+        // the large one, so they shuffle.
+        let shuffle = &Physical::Shuffle;
         let updates = self.updates;
         let swap_back = move |row: Row| -> Row {
             let mut out = Vec::with_capacity(row.len());
@@ -179,7 +185,7 @@ impl<'s> Lower<'_, 's> {
                 l.relational_join_with(r, columns(lk, rk, nr), JoinKind::Left, physical, updates)
             }
             JoinType::Right => r
-                .relational_join_with(l, columns(rk, lk, nl), JoinKind::Left, physical, updates)
+                .relational_join_with(l, columns(rk, lk, nl), JoinKind::Left, shuffle, updates)
                 .map(swap_back),
             JoinType::Full => {
                 let left_join = l.clone().relational_join_with(
@@ -190,7 +196,7 @@ impl<'s> Lower<'_, 's> {
                     updates,
                 );
                 let unmatched_right = r
-                    .relational_join_with(l, columns(rk, lk, nl), JoinKind::Anti, physical, updates)
+                    .relational_join_with(l, columns(rk, lk, nl), JoinKind::Anti, shuffle, updates)
                     .map(move |row: Row| {
                         let mut out = vec![Value::Null; nl];
                         out.extend(row);
@@ -205,13 +211,7 @@ impl<'s> Lower<'_, 's> {
 /// A grouping: the first `keys` columns are the key, the aggregates read
 /// the other columns. With no key (a global aggregate) the one result row
 /// exists even over no input rows, as SQL says: counts 0, the rest null.
-fn aggregate<'s>(
-    rows: Rows<'s>,
-    keys: usize,
-    aggs: &[AggCall],
-    physical: &Physical,
-    updates: Updates,
-) -> Rows<'s> {
+fn aggregate<'s>(rows: Rows<'s>, keys: usize, aggs: &[AggCall], updates: Updates) -> Rows<'s> {
     let mut values: Vec<usize> = Vec::new();
     let calls: Vec<(AggKind, Option<usize>)> = aggs
         .iter()
@@ -226,15 +226,11 @@ fn aggregate<'s>(
             (a.kind, slot)
         })
         .collect();
-    let grouping = match physical {
-        Physical::Skew(_) => physical,
-        _ => &Physical::Shuffle,
-    };
     let result = rows.group_aggregate_with(
         (0..keys).collect(),
         values,
         Aggregates::over_positions(&calls),
-        grouping,
+        &Physical::Shuffle,
         updates,
     );
     if keys > 0 {

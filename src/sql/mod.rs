@@ -40,11 +40,10 @@ use sqlparser::parser::Parser;
 use crate::job::{
     DataContext, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan, PlanError, Schemas,
 };
-use crate::ops::join::Physical;
 use crate::schema::{ColumnType, OutputSchema, Projection};
 use bind::{Binder, Bound, InputInfo};
 pub use error::{Pos, SqlError, SqlErrorKind};
-use rel::Rel;
+use rel::{JoinStrategy, JoinType, Rel};
 
 /// The job name every SQL job runs under.
 pub const JOB_NAME: &str = "sql";
@@ -340,18 +339,19 @@ impl SqlJob {
         Ok(infos)
     }
 
-    /// The plan of the script over `schemas`, as `kappa sql explain` prints it.
-    pub fn explain(&self, schemas: &Schemas) -> Result<String, SqlError> {
-        let b = self
+    /// The plan of the script over `schemas`, as `kappa sql explain` prints
+    /// it, with the join strategies chosen from what `data` knows.
+    pub fn explain(&self, schemas: &Schemas, data: &dyn DataContext) -> Result<String, SqlError> {
+        let mut b = self
             .bind(schemas)
             .map_err(|e| e.located(&self.source, &self.original))?;
+        choose_strategies(&mut b, data);
         let input_names: Vec<String> = b.infos.iter().map(|i| i.name.clone()).collect();
         let input_columns: Vec<Vec<String>> = b.infos.iter().map(|i| i.columns.clone()).collect();
         let ctx = rel::ExplainContext {
             inputs: &input_names,
             input_columns: &input_columns,
             shared_names: &b.shared_names,
-            join_strategy: "shuffle",
         };
         let mut out = String::new();
         out.push_str("inputs (the columns each one reads, and as what):\n");
@@ -383,6 +383,67 @@ impl SqlJob {
             rel::explain(r, 1, &ctx, &mut out);
         }
         Ok(out)
+    }
+}
+
+/// The most bytes of input a join's right side may read to be broadcast
+/// (the built-in `join`'s default `broadcast_limit`).
+const BROADCAST_LIMIT: u64 = 32 << 20;
+
+/// Picks each join's strategy from what the runner knows of the inputs'
+/// sizes: an inner or left join whose right side reads inputs of at most
+/// [`BROADCAST_LIMIT`] bytes in all is broadcast, as the built-in `join`'s
+/// `auto` does; without sizes (streams) joins shuffle. Each choice is told
+/// to `data` (the run's summary, `kappa sql explain`).
+fn choose_strategies(b: &mut Bound_, data: &dyn DataContext) {
+    let names: Vec<String> = b.infos.iter().map(|i| i.name.clone()).collect();
+    let mut choose = |rel: &mut Rel| {
+        let Rel::Join {
+            right,
+            kind,
+            strategy,
+            left,
+            ..
+        } = rel
+        else {
+            return;
+        };
+        let tables = |r: &Rel| -> String {
+            rel::inputs_of(r).map_or("a view".into(), |s| {
+                s.iter()
+                    .map(|&i| names[i].as_str())
+                    .collect::<Vec<_>>()
+                    .join("+")
+            })
+        };
+        let what = format!("sql join {} with {}", tables(left), tables(right));
+        let bytes: Option<u64> = rel::inputs_of(right)
+            .and_then(|inputs| inputs.iter().map(|&i| data.input_bytes(&names[i])).sum());
+        let (chosen, why) = match (kind, bytes) {
+            (JoinType::Inner | JoinType::Left, Some(n)) if n <= BROADCAST_LIMIT => (
+                JoinStrategy::Broadcast,
+                format!("right side {n} bytes <= {BROADCAST_LIMIT}"),
+            ),
+            (JoinType::Inner | JoinType::Left, Some(n)) => (
+                JoinStrategy::Shuffle,
+                format!("right side {n} bytes > {BROADCAST_LIMIT}"),
+            ),
+            (JoinType::Inner | JoinType::Left, None) => {
+                (JoinStrategy::Shuffle, "input sizes unknown".into())
+            }
+            _ => (JoinStrategy::Shuffle, "right and full joins shuffle".into()),
+        };
+        *strategy = chosen;
+        data.decide(format!(
+            "{what}: strategy {} ({why})",
+            format!("{chosen:?}").to_lowercase()
+        ));
+    };
+    for r in b.shared.iter_mut() {
+        rel::for_each_join(r, &mut choose);
+    }
+    for (_, r, _) in b.outputs.iter_mut() {
+        rel::for_each_join(r, &mut choose);
     }
 }
 
@@ -455,10 +516,10 @@ impl Job for SqlJob {
                 reason: "a SQL job's query is its script (give it with --sql)".into(),
             });
         }
-        let b = self
+        let mut b = self
             .bind(inputs)
             .map_err(|e| PlanError::Sql(Box::new(e.located(&self.source, &self.original))))?;
-        let _ = data;
+        choose_strategies(&mut b, data);
         let outputs = b
             .outputs
             .iter()
@@ -477,7 +538,6 @@ impl Job for SqlJob {
                 .into_iter()
                 .map(|(n, r, _)| (n.to_string(), r))
                 .collect(),
-            joins: Physical::Shuffle,
         };
         Ok(Plan::new(b.projections, outputs, flow))
     }

@@ -26,6 +26,16 @@ pub enum JoinType {
     Full,
 }
 
+/// How a join is computed (the same rows either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinStrategy {
+    /// Both sides partitioned by key.
+    Shuffle,
+    /// The (small) right side sent to every worker; the left side stays
+    /// where it is (in a batch run it streams through a hash table).
+    Broadcast,
+}
+
 /// Set operations besides `UNION ALL`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetOp {
@@ -86,6 +96,8 @@ pub enum Rel {
         right_key: Vec<usize>,
         /// A condition over left ++ right besides the keys (inner joins only).
         residual: Option<Scalar>,
+        /// How it is computed (chosen once the inputs' sizes are known).
+        strategy: JoinStrategy,
     },
     /// Groups by the first `keys` columns; output: the keys, then one
     /// column per aggregate.
@@ -215,6 +227,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
             left_key,
             right_key,
             residual,
+            strategy,
         } => {
             let nl = left.arity(shared);
             let mut need = needed.to_vec();
@@ -242,6 +255,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                     left_key: left_key.iter().map(|&k| lmap[k].expect("kept")).collect(),
                     right_key: right_key.iter().map(|&k| rmap[k].expect("kept")).collect(),
                     residual,
+                    strategy,
                 },
                 map,
             )
@@ -326,6 +340,51 @@ fn mark(e: &Scalar, need: &mut [bool]) {
     cols.into_iter().for_each(|c| need[c] = true);
 }
 
+/// The inputs a relation's scans read (`None` when it reads a shared
+/// relation, whose inputs are its own business).
+pub fn inputs_of(rel: &Rel) -> Option<BTreeSet<usize>> {
+    let mut out = BTreeSet::new();
+    fn walk(rel: &Rel, out: &mut BTreeSet<usize>) -> bool {
+        match rel {
+            Rel::Scan { input, .. } => {
+                out.insert(*input);
+                true
+            }
+            Rel::Filter(i, _)
+            | Rel::Map(i, _)
+            | Rel::Distinct(i)
+            | Rel::Aggregate { input: i, .. }
+            | Rel::TopK { input: i, .. } => walk(i, out),
+            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
+                walk(left, out) && walk(right, out)
+            }
+            Rel::Union(inputs) => inputs.iter().all(|i| walk(i, out)),
+            Rel::Shared(_) => false,
+        }
+    }
+    walk(rel, &mut out).then_some(out)
+}
+
+/// Calls `f` on every join of `rel`, innermost first.
+pub fn for_each_join(rel: &mut Rel, f: &mut dyn FnMut(&mut Rel)) {
+    match rel {
+        Rel::Scan { .. } | Rel::Shared(_) => return,
+        Rel::Filter(i, _)
+        | Rel::Map(i, _)
+        | Rel::Distinct(i)
+        | Rel::Aggregate { input: i, .. }
+        | Rel::TopK { input: i, .. } => for_each_join(i, f),
+        Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
+            for_each_join(left, f);
+            for_each_join(right, f);
+        }
+        Rel::Union(inputs) => inputs.iter_mut().for_each(|i| for_each_join(i, f)),
+    }
+    if matches!(rel, Rel::Join { .. }) {
+        f(rel);
+    }
+}
+
 /// The input columns each input's scans read, over a whole plan.
 pub fn scanned(rels: &[&Rel], inputs: usize) -> Vec<BTreeSet<usize>> {
     let mut out = vec![BTreeSet::new(); inputs];
@@ -372,6 +431,7 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             left_key,
             right_key,
             residual,
+            strategy,
             ..
         } => {
             let keys: Vec<String> = left_key
@@ -379,7 +439,7 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                 .zip(right_key)
                 .map(|(l, r)| format!("left.#{l} = right.#{r}"))
                 .collect();
-            let strategy = ctx.join_strategy;
+            let strategy = format!("{strategy:?}").to_lowercase();
             let mut s = match keys.is_empty() {
                 true => format!("{kind:?} join, no key: every pair, on one worker").to_lowercase(),
                 false => format!(
@@ -465,8 +525,6 @@ pub struct ExplainContext<'a> {
     pub input_columns: &'a [Vec<String>],
     /// Shared relations' names.
     pub shared_names: &'a [String],
-    /// The strategy joins use.
-    pub join_strategy: &'a str,
 }
 
 fn show(e: &Scalar) -> String {

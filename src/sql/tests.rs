@@ -93,7 +93,7 @@ fn declared_types_and_views() {
     let names: Vec<&str> = p.outputs.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["per", "big"]);
     assert_eq!(p.outputs[0].key, [0]);
-    let text = job.explain(&s).unwrap();
+    let text = job.explain(&s, &crate::job::NoData).unwrap();
     assert!(text.contains("shared per (computed once)"), "{text}");
     assert!(text.contains("read per"), "{text}");
     // A declared column the input does not have.
@@ -102,7 +102,9 @@ fn declared_types_and_views() {
         "q.sql",
     )
     .unwrap();
-    let e = job.explain(&schemas(&job, &[ORDERS])).unwrap_err();
+    let e = job
+        .explain(&schemas(&job, &[ORDERS]), &crate::job::NoData)
+        .unwrap_err();
     assert_eq!(e.kind, SqlErrorKind::UnknownColumn);
     assert!(
         e.to_string()

@@ -7,7 +7,7 @@ use sqlparser::ast::{self, Spanned};
 use super::expr::{AggState, Cx, Typed};
 use super::{Binder, Bound, Col, SqlType, ident, names, rename_columns};
 use crate::sql::error::{Pos, SqlError, SqlErrorKind};
-use crate::sql::rel::{AggCall, JoinType, Rel};
+use crate::sql::rel::{AggCall, JoinStrategy, JoinType, Rel};
 use crate::sql::scalar::{Compare, Scalar};
 
 /// One entry of a select list, wildcards expanded.
@@ -419,6 +419,7 @@ impl Binder<'_> {
             left_key: keys.0,
             right_key: keys.1,
             residual: Scalar::all(residual),
+            strategy: JoinStrategy::Shuffle,
         };
         Ok(Bound { rel, cols })
     }
@@ -522,6 +523,7 @@ fn join_items(items: Vec<Bound>, conjuncts: Vec<Scalar>) -> Bound {
             left_key: lk,
             right_key: rk,
             residual: None,
+            strategy: JoinStrategy::Shuffle,
         };
         let (ready, waiting): (Vec<_>, Vec<_>) = pending
             .into_iter()
