@@ -230,6 +230,27 @@ const QUERIES: &[&str] = &[
     "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 7",
     "SELECT id, amount FROM orders ORDER BY amount NULLS FIRST, id LIMIT 5 OFFSET 3",
     "SELECT customer, sum(amount) AS s FROM orders WHERE customer IS NOT NULL GROUP BY customer ORDER BY s DESC, customer LIMIT 3",
+    // EXISTS and IN subqueries (semi and anti joins), correlated or not,
+    // with residual conditions; NOT IN with nulls in the subquery or none.
+    "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.name = o.customer AND c.tier > 0)",
+    "SELECT id, customer FROM orders o WHERE NOT EXISTS (SELECT * FROM customers c WHERE c.name = o.customer AND c.city = 'Paris')",
+    "SELECT id FROM orders WHERE customer IN (SELECT name FROM customers WHERE city = 'Lyon') AND amount > 0",
+    "SELECT id FROM orders WHERE customer NOT IN (SELECT name FROM customers WHERE tier = 1)",
+    "SELECT id FROM orders WHERE amount NOT IN (SELECT amount FROM orders WHERE status = 'void')",
+    "SELECT id, amount FROM orders WHERE amount NOT IN (SELECT amount FROM orders WHERE id < 0)",
+    "SELECT id FROM orders WHERE amount NOT IN (SELECT amount FROM orders WHERE amount > 170)",
+    "SELECT a.id FROM orders a WHERE EXISTS (SELECT 1 FROM orders b WHERE b.customer = a.customer AND b.id <> a.id AND b.amount > a.amount + 100)",
+    "SELECT a.id FROM orders a WHERE a.status = 'paid' AND NOT EXISTS (SELECT 1 FROM orders b WHERE b.customer = a.customer AND b.id <> a.id AND b.price > a.price)",
+    "SELECT id FROM orders WHERE upper(customer) IN (SELECT upper(customer) FROM orders GROUP BY customer HAVING count(*) > 15)",
+    "SELECT name FROM customers WHERE EXISTS (SELECT 1 FROM orders WHERE amount > 175) AND NOT EXISTS (SELECT 1 FROM orders WHERE amount > 1000)",
+    "SELECT id FROM orders o WHERE status IN (SELECT p.status FROM orders p WHERE p.customer = o.customer AND p.amount > 150)",
+    // Scalar subqueries: uncorrelated (joined to every row), correlated
+    // (grouped by the correlation), a count over no rows, in HAVING.
+    "SELECT id, (SELECT max(amount) FROM orders) - amount AS gap FROM orders WHERE price > (SELECT avg(price) FROM orders)",
+    "SELECT id FROM orders o WHERE amount > (SELECT avg(amount) * 1.5 FROM orders p WHERE p.customer = o.customer)",
+    "SELECT name, (SELECT count(*) FROM orders o WHERE o.customer = c.name AND o.status = 'void') AS voids FROM customers c",
+    "SELECT customer, sum(amount) AS s FROM orders GROUP BY customer HAVING sum(amount) > (SELECT avg(amount) * 25 FROM orders)",
+    "SELECT id FROM orders WHERE amount = (SELECT amount FROM orders WHERE amount IS NOT NULL ORDER BY amount DESC LIMIT 1)",
 ];
 
 #[test]
@@ -289,6 +310,17 @@ const STREAMED: &[(&str, &str)] = &[
     (
         "top_spend",
         "SELECT user_id, sum(amount) AS s FROM events GROUP BY user_id ORDER BY s DESC, user_id LIMIT 5",
+    ),
+    (
+        "above_own_mean",
+        "SELECT e.ts, e.user_id, e.amount FROM events e \
+         WHERE e.amount > (SELECT avg(f.amount) * 1.5 FROM events f WHERE f.user_id = e.user_id) \
+         AND EXISTS (SELECT 1 FROM users u WHERE u.user_id = e.user_id AND u.country <> 'jp')",
+    ),
+    (
+        "outside_fr",
+        "SELECT page, count(*) AS n FROM events \
+         WHERE user_id NOT IN (SELECT user_id FROM users WHERE country = 'fr') GROUP BY page",
     ),
     (
         "totals",
@@ -474,6 +506,22 @@ fn sql_errors_name_line_and_column() {
         ),
         ("SELECT id, id FROM orders", "two columns named id"),
         ("DELETE FROM orders", "q.sql:1:1: the statement DELETE FROM"),
+        (
+            "SELECT id FROM orders WHERE customer IN (SELECT name, city FROM customers)",
+            "q.sql:1:42: IN (subquery) needs a subquery of one column, this one has 2",
+        ),
+        (
+            "SELECT id, (SELECT amount FROM orders) FROM orders",
+            "q.sql:1:13: a scalar subquery that may give more than one row",
+        ),
+        (
+            "SELECT id FROM orders o WHERE\n  customer NOT IN (SELECT name FROM customers c WHERE c.tier = o.amount)",
+            "q.sql:2:20: NOT IN with a correlated subquery",
+        ),
+        (
+            "SELECT id FROM orders WHERE amount > 3 OR EXISTS (SELECT 1 FROM customers)",
+            "q.sql:1:51: EXISTS and IN (subquery) other than as conditions of a WHERE clause",
+        ),
     ];
     let (orders_arg, customers_arg) =
         (format!("orders={orders}"), format!("customers={customers}"));

@@ -1,5 +1,7 @@
 //! The broadcast hash join, for inputs that only insert
-//! ([`Updates::InsertOnly`](crate::job::Updates::InsertOnly): a batch run).
+//! ([`Updates::InsertOnly`](crate::job::Updates::InsertOnly): a batch run;
+//! a right row may come with its retraction at the same time, and the
+//! table is consolidated before it is probed).
 //!
 //! A broadcast join in differential dataflow arranges the big left side
 //! where it is — it must, because either side may change later. When no row
@@ -67,6 +69,7 @@ pub fn hash_join<'s>(
             "HashJoin",
             move |_capability, _info| {
                 let mut table = Table::default();
+                let mut settled = false;
                 let mut waiting: BTreeMap<Time, Waiting> = BTreeMap::new();
                 let probe = Probe {
                     key: left_key,
@@ -76,7 +79,6 @@ pub fn hash_join<'s>(
                 move |(left, _), (right, right_frontier), output| {
                     right.for_each(|_cap, data| {
                         for (row, _t, diff) in data.drain(..) {
-                            assert!(diff > 0, "a retraction in an insert-only join");
                             let Some(key) = key_of(&row, &right_key) else {
                                 continue; // null keys never match
                             };
@@ -85,6 +87,10 @@ pub fn hash_join<'s>(
                         }
                     });
                     let complete = right_frontier.is_empty();
+                    if complete && !settled {
+                        settle(&mut table);
+                        settled = true;
+                    }
                     left.for_each(|cap, data| {
                         if complete {
                             let mut session = output.session(&cap);
@@ -142,6 +148,31 @@ impl Probe {
             (JoinKind::Inner, None) | (JoinKind::Semi, None) | (JoinKind::Anti, Some(_)) => {}
         }
     }
+}
+
+/// Adds up each right row's multiplicities once the right side is
+/// complete. An insert-only input may still carry a row and its
+/// retraction at the same time (an operator that emits both rather than
+/// nothing, as an antijoin does); what is left is the right side itself,
+/// and a key whose rows all cancelled out has no match.
+fn settle(table: &mut Table) {
+    table.retain(|_, rows| {
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut summed: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
+        for (rest, n) in rows.drain(..) {
+            match summed.last_mut() {
+                Some((last, m)) if *last == rest => *m += n,
+                _ => summed.push((rest, n)),
+            }
+        }
+        summed.retain(|(_, n)| *n != 0);
+        assert!(
+            summed.iter().all(|(_, n)| *n > 0),
+            "a right row retracted more often than inserted in an insert-only join"
+        );
+        *rows = summed;
+        !rows.is_empty()
+    });
 }
 
 /// The key of `row` at `columns`, `None` when any part is null.

@@ -13,6 +13,7 @@ use differential_dataflow::AsCollection;
 use timely::dataflow::operators::vec::ToStream;
 
 use super::rel::{AggCall, JoinStrategy, JoinType, Rel, SetOp, SortKey};
+use super::scalar::Scalar;
 use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
@@ -106,6 +107,10 @@ impl<'s> Lower<'_, 's> {
                     JoinStrategy::Shuffle => Physical::Shuffle,
                     JoinStrategy::Broadcast => Physical::Broadcast,
                 };
+                if kind.left_only() {
+                    let keys = (left_key.as_slice(), right_key.as_slice());
+                    return self.semi((l, r), *kind, keys, residual.as_ref(), (nl, nr), &physical);
+                }
                 let joined = self.join(l, r, *kind, (left_key, right_key), (nl, nr), &physical);
                 match residual {
                     Some(p) => {
@@ -151,6 +156,53 @@ impl<'s> Lower<'_, 's> {
         }
     }
 
+    /// A semi or anti join. Without a residual condition it is the
+    /// engine's; with one, the matching pairs are joined and filtered, and
+    /// the left rows that had one are matched to the left side as whole
+    /// rows (so a left row occurring twice is kept or dropped twice).
+    fn semi(
+        &self,
+        (l, r): (Rows<'s>, Rows<'s>),
+        kind: JoinType,
+        (lk, rk): (&[usize], &[usize]),
+        residual: Option<&Scalar>,
+        (nl, nr): (usize, usize),
+        physical: &Physical,
+    ) -> Rows<'s> {
+        let engine_kind = match kind {
+            JoinType::Semi => JoinKind::Semi,
+            _ => JoinKind::Anti,
+        };
+        let updates = self.updates;
+        let Some(p) = residual.cloned() else {
+            let columns = JoinColumns {
+                left_key: lk.to_vec(),
+                right_key: rk.to_vec(),
+                right_rest: Vec::new(),
+            };
+            return l.relational_join_with(r, columns, engine_kind, physical, updates);
+        };
+        let columns = JoinColumns {
+            left_key: lk.to_vec(),
+            right_key: rk.to_vec(),
+            right_rest: (0..nr).collect(),
+        };
+        let matched = l
+            .clone()
+            .relational_join_with(r, columns, JoinKind::Inner, physical, updates)
+            .filter(move |row| p.holds(row))
+            .map(move |mut row: Row| {
+                row.truncate(nl);
+                row
+            })
+            .distinct();
+        let keyed = l.map(|row| (row, ()));
+        match kind {
+            JoinType::Semi => keyed.semijoin(matched).map(|(row, ())| row),
+            _ => keyed.antijoin(matched).map(|(row, ())| row),
+        }
+    }
+
     /// An equi-join with the engine's join; right and full joins are left
     /// joins with the sides swapped (plus the unmatched right rows).
     fn join(
@@ -187,6 +239,7 @@ impl<'s> Lower<'_, 's> {
             JoinType::Right => r
                 .relational_join_with(l, columns(rk, lk, nl), JoinKind::Left, shuffle, updates)
                 .map(swap_back),
+            JoinType::Semi | JoinType::Anti => unreachable!("lowered by semi"),
             JoinType::Full => {
                 let left_join = l.clone().relational_join_with(
                     r.clone(),

@@ -397,6 +397,8 @@ const BROADCAST_LIMIT: u64 = 32 << 20;
 /// to `data` (the run's summary, `kappa sql explain`).
 fn choose_strategies(b: &mut Bound_, data: &dyn DataContext) {
     let names: Vec<String> = b.infos.iter().map(|i| i.name.clone()).collect();
+    // Joins are chosen in place; what a view reads does not change.
+    let shared = b.shared.clone();
     let mut choose = |rel: &mut Rel| {
         let Rel::Join {
             right,
@@ -409,29 +411,32 @@ fn choose_strategies(b: &mut Bound_, data: &dyn DataContext) {
             return;
         };
         let tables = |r: &Rel| -> String {
-            rel::inputs_of(r).map_or("a view".into(), |s| {
-                s.iter()
-                    .map(|&i| names[i].as_str())
-                    .collect::<Vec<_>>()
-                    .join("+")
-            })
+            let read = rel::inputs_of(r, &shared);
+            let names: Vec<&str> = read.iter().map(|&i| names[i].as_str()).collect();
+            names.join("+")
         };
         let what = format!("sql join {} with {}", tables(left), tables(right));
-        let bytes: Option<u64> = rel::inputs_of(right)
-            .and_then(|inputs| inputs.iter().map(|&i| data.input_bytes(&names[i])).sum());
+        let bytes: Option<u64> = rel::inputs_of(right, &shared)
+            .iter()
+            .map(|&i| data.input_bytes(&names[i]))
+            .sum();
         let (chosen, why) = match (kind, bytes) {
-            (JoinType::Inner | JoinType::Left, Some(n)) if n <= BROADCAST_LIMIT => (
+            (JoinType::Right | JoinType::Full, _) => {
+                (JoinStrategy::Shuffle, "right and full joins shuffle".into())
+            }
+            _ if right.at_most_one_row() => (
+                JoinStrategy::Broadcast,
+                "right side is at most one row".into(),
+            ),
+            (_, Some(n)) if n <= BROADCAST_LIMIT => (
                 JoinStrategy::Broadcast,
                 format!("right side {n} bytes <= {BROADCAST_LIMIT}"),
             ),
-            (JoinType::Inner | JoinType::Left, Some(n)) => (
+            (_, Some(n)) => (
                 JoinStrategy::Shuffle,
                 format!("right side {n} bytes > {BROADCAST_LIMIT}"),
             ),
-            (JoinType::Inner | JoinType::Left, None) => {
-                (JoinStrategy::Shuffle, "input sizes unknown".into())
-            }
-            _ => (JoinStrategy::Shuffle, "right and full joins shuffle".into()),
+            (_, None) => (JoinStrategy::Shuffle, "input sizes unknown".into()),
         };
         *strategy = chosen;
         data.decide(format!(

@@ -24,6 +24,19 @@ pub enum JoinType {
     Right,
     /// Matching pairs and unmatched rows of both sides.
     Full,
+    /// Each left row with at least one match (`EXISTS`, `IN`), as often
+    /// as it occurs; output: the left columns.
+    Semi,
+    /// Each left row with no match (`NOT EXISTS`); a left row with a null
+    /// key matches nothing, so it is kept. Output: the left columns.
+    Anti,
+}
+
+impl JoinType {
+    /// Whether the output holds only the left columns.
+    pub fn left_only(self) -> bool {
+        matches!(self, JoinType::Semi | JoinType::Anti)
+    }
 }
 
 /// How a join is computed (the same rows either way).
@@ -94,7 +107,9 @@ pub enum Rel {
         left_key: Vec<usize>,
         /// Key positions in right rows, paired with `left_key`.
         right_key: Vec<usize>,
-        /// A condition over left ++ right besides the keys (inner joins only).
+        /// A condition over left ++ right besides the keys (inner, semi
+        /// and anti joins only): a pair matches when the keys are equal
+        /// and the condition holds.
         residual: Option<Scalar>,
         /// How it is computed (chosen once the inputs' sizes are known).
         strategy: JoinStrategy,
@@ -150,11 +165,27 @@ impl Rel {
                 input.arity(shared)
             }
             Rel::Map(_, exprs) => exprs.len(),
+            Rel::Join { left, kind, .. } if kind.left_only() => left.arity(shared),
             Rel::Join { left, right, .. } => left.arity(shared) + right.arity(shared),
             Rel::Aggregate { keys, aggs, .. } => keys + aggs.len(),
             Rel::Union(inputs) => inputs[0].arity(shared),
             Rel::SetOp { left, .. } => left.arity(shared),
             Rel::Shared(i) => shared[*i].arity(shared),
+        }
+    }
+}
+
+impl Rel {
+    /// Whether it has at most one row whatever its input: a global
+    /// aggregate or `LIMIT 1`, maybe projected or filtered.
+    pub fn at_most_one_row(&self) -> bool {
+        match self {
+            Rel::Map(input, _) | Rel::Filter(input, _) | Rel::Distinct(input) => {
+                input.at_most_one_row()
+            }
+            Rel::Aggregate { keys, .. } => *keys == 0,
+            Rel::TopK { limit, .. } => *limit <= 1,
+            _ => false,
         }
     }
 }
@@ -231,6 +262,9 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
         } => {
             let nl = left.arity(shared);
             let mut need = needed.to_vec();
+            if kind.left_only() {
+                need.resize(nl + right.arity(shared), false);
+            }
             if let Some(r) = &residual {
                 mark(r, &mut need);
             }
@@ -247,6 +281,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                 .chain(rmap.iter().map(|m| m.map(|p| p + new_nl)))
                 .collect();
             let residual = residual.map(|r| r.remap(&|i| map[i].expect("kept")));
+            let map = if kind.left_only() { lmap.clone() } else { map };
             (
                 Rel::Join {
                     left: Box::new(left),
@@ -340,29 +375,29 @@ fn mark(e: &Scalar, need: &mut [bool]) {
     cols.into_iter().for_each(|c| need[c] = true);
 }
 
-/// The inputs a relation's scans read (`None` when it reads a shared
-/// relation, whose inputs are its own business).
-pub fn inputs_of(rel: &Rel) -> Option<BTreeSet<usize>> {
-    let mut out = BTreeSet::new();
-    fn walk(rel: &Rel, out: &mut BTreeSet<usize>) -> bool {
+/// The inputs a relation's scans read, through the views and CTEs it reads.
+pub fn inputs_of(rel: &Rel, shared: &[Rel]) -> BTreeSet<usize> {
+    fn walk(rel: &Rel, shared: &[Rel], out: &mut BTreeSet<usize>) {
         match rel {
             Rel::Scan { input, .. } => {
                 out.insert(*input);
-                true
             }
             Rel::Filter(i, _)
             | Rel::Map(i, _)
             | Rel::Distinct(i)
             | Rel::Aggregate { input: i, .. }
-            | Rel::TopK { input: i, .. } => walk(i, out),
+            | Rel::TopK { input: i, .. } => walk(i, shared, out),
             Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
-                walk(left, out) && walk(right, out)
+                walk(left, shared, out);
+                walk(right, shared, out);
             }
-            Rel::Union(inputs) => inputs.iter().all(|i| walk(i, out)),
-            Rel::Shared(_) => false,
+            Rel::Union(inputs) => inputs.iter().for_each(|i| walk(i, shared, out)),
+            Rel::Shared(i) => walk(&shared[*i], shared, out),
         }
     }
-    walk(rel, &mut out).then_some(out)
+    let mut out = BTreeSet::new();
+    walk(rel, shared, &mut out);
+    out
 }
 
 /// Calls `f` on every join of `rel`, innermost first.

@@ -160,7 +160,17 @@ fn errors_have_kinds_and_positions() {
         (
             "SELECT id FROM orders WHERE id IN (SELECT 1)",
             SqlErrorKind::Unsupported,
-            (1, 29),
+            (1, 36),
+        ),
+        (
+            "SELECT id FROM orders WHERE id = 1 OR id IN (SELECT id FROM orders)",
+            SqlErrorKind::Unsupported,
+            (1, 39),
+        ),
+        (
+            "SELECT id, (SELECT id FROM orders) AS x FROM orders",
+            SqlErrorKind::Unsupported,
+            (1, 13),
         ),
         (
             "SELECT id FROM orders LIMIT 2",

@@ -8,6 +8,7 @@
 
 use sqlparser::ast::{self, Spanned};
 
+use super::subquery::ScalarSubquery;
 use super::{Binder, Col, SqlType, names};
 use crate::ops::aggregate::AggKind;
 use crate::schema::ColumnType;
@@ -37,19 +38,40 @@ pub struct Cx<'s> {
     pub from: &'s [Col],
     /// The grouping, when the query groups.
     pub agg: Option<&'s mut AggState>,
+    /// In a subquery's WHERE: the enclosing query's columns, which names
+    /// not found in `from` resolve to, at positions `from.len() + i`.
+    pub outer: Option<&'s [Col]>,
+    /// Where scalar subqueries may appear: the ones bound so far, each
+    /// read at position [`SUBQUERY`]` + i` until the caller joins them in.
+    pub subqueries: Option<&'s mut Vec<ScalarSubquery>>,
 }
+
+/// The first position of a scalar subquery's value in a bound expression
+/// (see [`Cx::subqueries`]); far above any real column.
+pub const SUBQUERY: usize = 1 << 40;
 
 impl<'s> Cx<'s> {
     /// Plain binding over `from`.
     pub fn plain(from: &'s [Col]) -> Cx<'s> {
-        Cx { from, agg: None }
+        Cx {
+            from,
+            agg: None,
+            outer: None,
+            subqueries: None,
+        }
     }
 
-    /// The columns the bound positions index.
-    fn out(&self) -> &[Col] {
-        match &self.agg {
+    /// The column a bound position reads, if it is a column of the input
+    /// or of the enclosing query (not a scalar subquery's value).
+    fn col(&self, i: usize) -> Option<&Col> {
+        let own = match &self.agg {
             Some(a) => &a.out,
             None => self.from,
+        };
+        match i.checked_sub(own.len()) {
+            None => own.get(i),
+            Some(j) if i < SUBQUERY => self.outer.and_then(|o| o.get(j)),
+            Some(_) => None,
         }
     }
 }
@@ -262,9 +284,11 @@ impl Binder<'_> {
             E::Ceil { expr, .. } => self.call("ceil", &[expr], e, cx),
             E::Floor { expr, .. } => self.call("floor", &[expr], e, cx),
             E::Function(f) => self.function(f, e, cx),
-            E::Subquery(_) | E::Exists { .. } | E::In { .. } => Err(SqlError::unsupported(
+            E::Subquery(q) => self.scalar_subquery(q, e, cx),
+            E::Exists { .. } | E::In { .. } => Err(SqlError::unsupported(
                 pos(e),
-                "a subquery in an expression (for now)",
+                "EXISTS and IN (subquery) other than as conditions of a WHERE clause, \
+                 joined by AND",
             )),
             other => Err(SqlError::unsupported(
                 pos(other),
@@ -316,32 +340,14 @@ impl Binder<'_> {
         cx: &mut Cx<'_>,
     ) -> Result<Typed, SqlError> {
         let at = pos(e);
-        let from = cx.from;
-        let found: Vec<usize> = match parts {
-            [name] => {
-                let all: Vec<usize> = (0..from.len())
-                    .filter(|&i| names(name, &from[i].name))
-                    .collect();
-                let visible: Vec<usize> =
-                    all.iter().copied().filter(|&i| !from[i].hidden).collect();
-                let pick = if visible.is_empty() { all } else { visible };
-                let exact: Vec<usize> = pick
-                    .iter()
-                    .copied()
-                    .filter(|&i| from[i].name == name.value)
-                    .collect();
-                if exact.len() == 1 { exact } else { pick }
+        let (mut from, mut base) = (cx.from, 0);
+        let mut found = lookup(parts, from, at, e)?;
+        if let (true, Some(outer)) = (found.is_empty(), cx.outer) {
+            let in_outer = lookup(parts, outer, at, e)?;
+            if !in_outer.is_empty() {
+                (from, base, found) = (outer, cx.from.len(), in_outer);
             }
-            [table, name] => (0..from.len())
-                .filter(|&i| {
-                    from[i].table.as_deref().is_some_and(|t| names(table, t))
-                        && names(name, &from[i].name)
-                })
-                .collect(),
-            _ => {
-                return Err(SqlError::unsupported(at, format!("the name {e}")));
-            }
-        };
+        }
         match found.as_slice() {
             [i] => {
                 if cx.agg.is_some() {
@@ -355,7 +361,7 @@ impl Binder<'_> {
                         ),
                     ));
                 }
-                Ok((Scalar::Column(*i), from[*i].ty))
+                Ok((Scalar::Column(base + *i), from[*i].ty))
             }
             [] => {
                 let name = &parts[parts.len() - 1].value;
@@ -476,7 +482,7 @@ impl Binder<'_> {
     /// Checks that two operands can be compared, typing an inferred input
     /// column by the other side (`price > 10` reads `price` as a number,
     /// `code = '007'` reads `code` as text).
-    fn comparable(
+    pub(super) fn comparable(
         &mut self,
         l: &Typed,
         le: &ast::Expr,
@@ -522,7 +528,7 @@ impl Binder<'_> {
         }
         if t.1 == SqlType::Any {
             let origin = match &t.0 {
-                Scalar::Column(i) => cx.out()[*i].origin,
+                Scalar::Column(i) => cx.col(*i).and_then(|c| c.origin),
                 _ => None,
             };
             return match (origin, want) {
@@ -1039,6 +1045,39 @@ pub fn declared_type(t: &ast::DataType, at: Pos) -> Result<ColumnType, SqlError>
                 at,
                 "a BOOLEAN input column (for now)",
             ));
+        }
+    })
+}
+
+/// The columns of `from` that `parts` (`name` or `table.name`) may name.
+fn lookup(
+    parts: &[ast::Ident],
+    from: &[Col],
+    at: Pos,
+    e: &ast::Expr,
+) -> Result<Vec<usize>, SqlError> {
+    Ok(match parts {
+        [name] => {
+            let all: Vec<usize> = (0..from.len())
+                .filter(|&i| names(name, &from[i].name))
+                .collect();
+            let visible: Vec<usize> = all.iter().copied().filter(|&i| !from[i].hidden).collect();
+            let pick = if visible.is_empty() { all } else { visible };
+            let exact: Vec<usize> = pick
+                .iter()
+                .copied()
+                .filter(|&i| from[i].name == name.value)
+                .collect();
+            if exact.len() == 1 { exact } else { pick }
+        }
+        [table, name] => (0..from.len())
+            .filter(|&i| {
+                from[i].table.as_deref().is_some_and(|t| names(table, t))
+                    && names(name, &from[i].name)
+            })
+            .collect(),
+        _ => {
+            return Err(SqlError::unsupported(at, format!("the name {e}")));
         }
     })
 }

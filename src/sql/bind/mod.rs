@@ -15,6 +15,7 @@
 
 mod expr;
 mod select;
+mod subquery;
 
 pub use expr::declared_type;
 

@@ -4,14 +4,15 @@
 
 use sqlparser::ast::{self, Spanned};
 
-use super::expr::{AggState, Cx, Typed};
+use super::expr::{AggState, Cx, SUBQUERY, Typed};
+use super::subquery::{SubqueryTest, conjuncts, join_scalars, reads_subquery, resolve};
 use super::{Binder, Bound, Col, SqlType, ident, names, rename_columns};
 use crate::sql::error::{Pos, SqlError, SqlErrorKind};
 use crate::sql::rel::{AggCall, JoinStrategy, JoinType, Rel};
 use crate::sql::scalar::{Compare, Scalar};
 
 /// One entry of a select list, wildcards expanded.
-enum Item<'q> {
+pub(super) enum Item<'q> {
     /// An expression and its output name.
     Expr(&'q ast::Expr, String),
     /// A FROM column (from `*` or `t.*`).
@@ -20,6 +21,20 @@ enum Item<'q> {
 
 impl Binder<'_> {
     pub(super) fn select(&mut self, s: &ast::Select) -> Result<Bound, SqlError> {
+        let (from, correlated) = self.select_rows(s, None)?;
+        debug_assert!(correlated.is_empty(), "no enclosing query");
+        self.select_rest(s, from)
+    }
+
+    /// FROM and WHERE of a `SELECT`: the joined and filtered rows. In a
+    /// subquery (`outer`: the enclosing query's columns) the WHERE
+    /// conjuncts that read the enclosing row are returned instead, over
+    /// the FROM columns followed by the enclosing ones.
+    pub(super) fn select_rows(
+        &mut self,
+        s: &ast::Select,
+        outer: Option<&[Col]>,
+    ) -> Result<(Bound, Vec<Scalar>), SqlError> {
         let at = Pos::of(s.select_token.0.span);
         if s.top.is_some()
             || s.into.is_some()
@@ -42,11 +57,61 @@ impl Binder<'_> {
             items.push(self.table_with_joins(t)?);
         }
         let cols: Vec<Col> = items.iter().flat_map(|b| b.cols.clone()).collect();
-        let conjuncts = match &s.selection {
-            Some(w) => self.condition(w, &cols)?.conjuncts(),
-            None => Vec::new(),
+        let n = cols.len();
+        let (mut local, mut after, mut correlated) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut tests, mut subqueries) = (Vec::new(), Vec::new());
+        for c in s.selection.iter().flat_map(conjuncts) {
+            if let Some(t) = SubqueryTest::of(c) {
+                tests.push(t);
+                continue;
+            }
+            let mut cx = Cx {
+                from: &cols,
+                agg: None,
+                outer,
+                subqueries: Some(&mut subqueries),
+            };
+            for b in self.condition_in(c, &mut cx)?.conjuncts() {
+                let mut used = Vec::new();
+                b.columns(&mut used);
+                let enclosing = used.iter().any(|&p| (n..SUBQUERY).contains(&p));
+                match (enclosing, reads_subquery(&b)) {
+                    (true, true) => {
+                        return Err(SqlError::unsupported(
+                            Pos::of(c.span()),
+                            "a condition reading both the enclosing row and a scalar subquery",
+                        ));
+                    }
+                    (true, false) => correlated.push(b),
+                    (false, true) => after.push(b),
+                    (false, false) => local.push(b),
+                }
+            }
+        }
+        let from = join_items(items, local);
+        let mut rel = from.rel;
+        if !subqueries.is_empty() {
+            rel = join_scalars(rel, n, subqueries);
+            let after = after.iter().map(|c| resolve(c, n)).collect();
+            if let Some(p) = Scalar::all(after) {
+                rel = Rel::Filter(Box::new(rel), p);
+            }
+            rel = Rel::Map(Box::new(rel), (0..n).map(Scalar::Column).collect());
+        }
+        for t in tests {
+            rel = self.subquery_test(rel, &from.cols, t)?;
+        }
+        let bound = Bound {
+            rel,
+            cols: from.cols,
         };
-        let from = join_items(items, conjuncts);
+        Ok((bound, correlated))
+    }
+
+    /// The rest of a `SELECT` over its FROM rows: the select list, GROUP
+    /// BY and HAVING, DISTINCT.
+    pub(super) fn select_rest(&mut self, s: &ast::Select, from: Bound) -> Result<Bound, SqlError> {
+        let at = Pos::of(s.select_token.0.span);
         let list = select_list(&s.projection, &from.cols)?;
         let group_by = match &s.group_by {
             ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => exprs,
@@ -54,9 +119,8 @@ impl Binder<'_> {
         };
         let bound = if group_by.is_empty() && s.having.is_none() {
             match self.plain_list(&list, &from) {
-                Err(e) if self.saw_aggregate => {
+                Err(_) if self.saw_aggregate => {
                     self.saw_aggregate = false;
-                    let _ = e;
                     self.grouped(&list, group_by, s.having.as_ref(), from)?
                 }
                 other => other?,
@@ -76,7 +140,12 @@ impl Binder<'_> {
 
     /// A condition: a boolean expression over `cols`.
     fn condition(&mut self, e: &ast::Expr, cols: &[Col]) -> Result<Scalar, SqlError> {
-        let t = self.expr(e, &mut Cx::plain(cols))?;
+        self.condition_in(e, &mut Cx::plain(cols))
+    }
+
+    /// A condition bound in `cx`.
+    fn condition_in(&mut self, e: &ast::Expr, cx: &mut Cx<'_>) -> Result<Scalar, SqlError> {
+        let t = self.expr(e, cx)?;
         if !matches!(t.1, SqlType::Bool | SqlType::Null | SqlType::Any) {
             return Err(SqlError::new(
                 SqlErrorKind::Type,
@@ -93,6 +162,7 @@ impl Binder<'_> {
     fn plain_list(&mut self, list: &[Item<'_>], from: &Bound) -> Result<Bound, SqlError> {
         let mut exprs = Vec::new();
         let mut cols = Vec::new();
+        let mut subqueries = Vec::new();
         for item in list {
             let (t, name, origin) = match item {
                 Item::Column(i) => (
@@ -101,9 +171,13 @@ impl Binder<'_> {
                     from.cols[*i].origin,
                 ),
                 Item::Expr(e, name) => {
-                    let t = self.expr(e, &mut Cx::plain(&from.cols))?;
+                    let mut cx = Cx {
+                        subqueries: Some(&mut subqueries),
+                        ..Cx::plain(&from.cols)
+                    };
+                    let t = self.expr(e, &mut cx)?;
                     let origin = match t.0 {
-                        Scalar::Column(i) => from.cols[i].origin,
+                        Scalar::Column(i) => from.cols.get(i).and_then(|c| c.origin),
                         _ => None,
                     };
                     (t, name.clone(), origin)
@@ -112,8 +186,11 @@ impl Binder<'_> {
             exprs.push(t.0);
             cols.push(out_col(name, t.1, origin));
         }
+        let n = from.cols.len();
+        let input = join_scalars(from.rel.clone(), n, subqueries);
+        let exprs = exprs.iter().map(|e| resolve(e, n)).collect();
         Ok(Bound {
-            rel: Rel::Map(Box::new(from.rel.clone()), exprs),
+            rel: Rel::Map(Box::new(input), exprs),
             cols,
         })
     }
@@ -129,6 +206,7 @@ impl Binder<'_> {
         from: Bound,
     ) -> Result<Bound, SqlError> {
         let mut state = AggState::default();
+        let mut subqueries = Vec::new();
         for g in group_by {
             let e = self.group_expr(g, list, &from.cols)?;
             let t = self.expr(e, &mut Cx::plain(&from.cols))?;
@@ -165,6 +243,8 @@ impl Binder<'_> {
                     let mut cx = Cx {
                         from: &from.cols,
                         agg: Some(&mut state),
+                        outer: None,
+                        subqueries: Some(&mut subqueries),
                     };
                     (self.expr(e, &mut cx)?, name.clone())
                 }
@@ -177,50 +257,32 @@ impl Binder<'_> {
                 let mut cx = Cx {
                     from: &from.cols,
                     agg: Some(&mut state),
+                    outer: None,
+                    subqueries: Some(&mut subqueries),
                 };
                 let t = self.expr(h, &mut cx)?;
                 Some(t.0)
             }
             None => None,
         };
-        let keys = state.groups.len();
-        let mut pre = state.groups.clone();
-        let mut aggs = Vec::new();
-        for (call, arg) in &state.calls {
-            let arg = arg
-                .as_ref()
-                .map(|a| match pre[keys..].iter().position(|p| p == a) {
-                    Some(p) => keys + p,
-                    None => {
-                        pre.push(a.clone());
-                        pre.len() - 1
-                    }
-                });
-            aggs.push(AggCall {
-                arg,
-                ..call.clone()
-            });
-        }
-        let mut rel = Rel::Aggregate {
-            input: Box::new(Rel::Map(Box::new(from.rel), pre)),
-            keys,
-            aggs,
-        };
+        let width = state.out.len();
+        let mut rel = join_scalars(aggregate_rel(&state, from.rel), width, subqueries);
         if let Some(h) = having {
-            rel = Rel::Filter(Box::new(rel), h);
+            rel = Rel::Filter(Box::new(rel), resolve(&h, width));
         }
         let cols = exprs
             .iter()
             .zip(names)
             .map(|((s, ty), name)| {
                 let origin = match s {
-                    Scalar::Column(i) => state.out[*i].origin,
+                    Scalar::Column(i) => state.out.get(*i).and_then(|c| c.origin),
                     _ => None,
                 };
                 out_col(name, *ty, origin)
             })
             .collect();
-        let rel = Rel::Map(Box::new(rel), exprs.into_iter().map(|t| t.0).collect());
+        let exprs = exprs.iter().map(|t| resolve(&t.0, width)).collect();
+        let rel = Rel::Map(Box::new(rel), exprs);
         Ok(Bound { rel, cols })
     }
 
@@ -365,7 +427,7 @@ impl Binder<'_> {
                     match kind {
                         JoinType::Inner | JoinType::Left => cols[*r].hidden = true,
                         JoinType::Right => cols[*l].hidden = true,
-                        JoinType::Full => {
+                        JoinType::Full | JoinType::Semi | JoinType::Anti => {
                             return Err(SqlError::unsupported(
                                 Pos::of(i.span),
                                 "FULL JOIN ... USING",
@@ -422,6 +484,34 @@ impl Binder<'_> {
             strategy: JoinStrategy::Shuffle,
         };
         Ok(Bound { rel, cols })
+    }
+}
+
+/// A grouping's relation: `input` mapped to the group keys and the
+/// aggregates' arguments, then aggregated (keys, then one column per call).
+pub(super) fn aggregate_rel(state: &AggState, input: Rel) -> Rel {
+    let keys = state.groups.len();
+    let mut pre = state.groups.clone();
+    let mut aggs = Vec::new();
+    for (call, arg) in &state.calls {
+        let arg = arg
+            .as_ref()
+            .map(|a| match pre[keys..].iter().position(|p| p == a) {
+                Some(p) => keys + p,
+                None => {
+                    pre.push(a.clone());
+                    pre.len() - 1
+                }
+            });
+        aggs.push(AggCall {
+            arg,
+            ..call.clone()
+        });
+    }
+    Rel::Aggregate {
+        input: Box::new(Rel::Map(Box::new(input), pre)),
+        keys,
+        aggs,
     }
 }
 
@@ -598,7 +688,10 @@ fn equi_between(
 }
 
 /// The select list with wildcards expanded and output names chosen.
-fn select_list<'q>(items: &'q [ast::SelectItem], from: &[Col]) -> Result<Vec<Item<'q>>, SqlError> {
+pub(super) fn select_list<'q>(
+    items: &'q [ast::SelectItem],
+    from: &[Col],
+) -> Result<Vec<Item<'q>>, SqlError> {
     let mut out = Vec::new();
     for item in items {
         match item {
