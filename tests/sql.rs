@@ -251,6 +251,11 @@ const QUERIES: &[&str] = &[
     "SELECT name, (SELECT count(*) FROM orders o WHERE o.customer = c.name AND o.status = 'void') AS voids FROM customers c",
     "SELECT customer, sum(amount) AS s FROM orders GROUP BY customer HAVING sum(amount) > (SELECT avg(amount) * 25 FROM orders)",
     "SELECT id FROM orders WHERE amount = (SELECT amount FROM orders WHERE amount IS NOT NULL ORDER BY amount DESC LIMIT 1)",
+    // Top-N per group: ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)
+    // filtered outside, or every row numbered.
+    "SELECT customer, id, rn FROM (SELECT customer, id, ROW_NUMBER() OVER (PARTITION BY customer ORDER BY amount DESC NULLS LAST, id) AS rn FROM orders) t WHERE rn <= 2",
+    "SELECT * FROM (SELECT status, id, price, row_number() OVER (PARTITION BY status, customer IS NULL ORDER BY price * 2, id DESC) AS r FROM orders) AS x WHERE r < 3 AND price > 10",
+    "SELECT id, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS n FROM orders WHERE status = 'void'",
 ];
 
 #[test]
@@ -321,6 +326,12 @@ const STREAMED: &[(&str, &str)] = &[
         "outside_fr",
         "SELECT page, count(*) AS n FROM events \
          WHERE user_id NOT IN (SELECT user_id FROM users WHERE country = 'fr') GROUP BY page",
+    ),
+    (
+        "latest_per_user",
+        "SELECT user_id, page, ts, rn FROM (SELECT user_id, page, ts, \
+         ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC, page) AS rn FROM events) AS r \
+         WHERE rn <= 3",
     ),
     (
         "totals",
@@ -496,8 +507,12 @@ fn sql_errors_name_line_and_column() {
             "q.sql:1:29: the aggregate sum(...) is not allowed here",
         ),
         (
-            "SELECT id, row_number() OVER (ORDER BY id) FROM orders",
-            "q.sql:1:12: a window function",
+            "SELECT id, rank() OVER (ORDER BY id) FROM orders",
+            "q.sql:1:12: the window function rank(...) OVER (...)",
+        ),
+        (
+            "SELECT id, row_number() OVER (PARTITION BY status) AS n FROM orders",
+            "q.sql:1:12: ROW_NUMBER() without ORDER BY numbers rows in arrival order",
         ),
         ("SELECT id FROM orders LIMIT 3", "LIMIT without ORDER BY"),
         (

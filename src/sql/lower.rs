@@ -141,10 +141,21 @@ impl<'s> Lower<'_, 's> {
             }
             Rel::TopK {
                 input,
+                partition,
                 order,
                 limit,
                 offset,
-            } => top_k(self.rel(input), order.clone(), *limit, *offset),
+                numbered,
+            } => {
+                let spec = TopK {
+                    partition: partition.clone(),
+                    order: order.clone(),
+                    limit: *limit,
+                    offset: *offset,
+                    numbered: *numbered,
+                };
+                top_k(self.rel(input), spec)
+            }
             Rel::Shared(i) => {
                 if let Some(rows) = &self.memo[*i] {
                     return rows.clone();
@@ -348,31 +359,61 @@ fn set_op<'s>(l: Rows<'s>, r: Rows<'s>, op: SetOp, all: bool) -> Rows<'s> {
         .map(|(row, ())| row)
 }
 
-/// The rows at positions `offset..offset+limit` of the input sorted by
-/// `order`, ties broken by the whole row.
-fn top_k<'s>(rows: Rows<'s>, order: Vec<SortKey>, limit: u64, offset: u64) -> Rows<'s> {
-    rows.map(|row| ((), row))
-        .reduce(
-            move |_, input: &[(&Row, isize)], output: &mut Vec<(Row, isize)>| {
-                let mut sorted: Vec<(&Row, isize)> = input.iter().map(|(r, n)| (*r, *n)).collect();
-                sorted.sort_by(|a, b| compare_rows(a.0, b.0, &order));
-                let (mut skip, mut take) = (offset as i128, limit as i128);
-                for (row, n) in sorted {
-                    let n = n as i128;
-                    let skipped = skip.min(n);
-                    skip -= skipped;
-                    let kept = (n - skipped).min(take);
-                    take -= kept;
-                    if kept > 0 {
-                        output.push((row.clone(), kept as isize));
+/// A [`Rel::TopK`]'s parameters.
+struct TopK {
+    partition: Vec<usize>,
+    order: Vec<SortKey>,
+    limit: u64,
+    offset: u64,
+    numbered: bool,
+}
+
+/// Per group of rows equal in the partition columns (one group without
+/// them), the rows at positions `offset..offset+limit` sorted by `order`,
+/// ties broken by the whole row; numbered, each row copy gets its 1-based
+/// position appended. Groups are reduced where their key is hashed, so a
+/// partitioned top-k runs on every worker.
+fn top_k(rows: Rows<'_>, spec: TopK) -> Rows<'_> {
+    let TopK {
+        partition,
+        order,
+        limit,
+        offset,
+        numbered,
+    } = spec;
+    rows.map(move |row| {
+        let key: Row = partition.iter().map(|&c| row[c].clone()).collect();
+        (key, row)
+    })
+    .reduce(
+        move |_, input: &[(&Row, isize)], output: &mut Vec<(Row, isize)>| {
+            let mut sorted: Vec<(&Row, isize)> = input.iter().map(|(r, n)| (*r, *n)).collect();
+            sorted.sort_by(|a, b| compare_rows(a.0, b.0, &order));
+            let (mut skip, mut take) = (offset as i128, limit as i128);
+            let mut position = offset as i64;
+            for (row, n) in sorted {
+                let n = n as i128;
+                let skipped = skip.min(n);
+                skip -= skipped;
+                let kept = (n - skipped).min(take);
+                take -= kept;
+                if kept > 0 && numbered {
+                    for _ in 0..kept {
+                        position += 1;
+                        let mut r = row.clone();
+                        r.push(Value::Int(position));
+                        output.push((r, 1));
                     }
-                    if take == 0 {
-                        break;
-                    }
+                } else if kept > 0 {
+                    output.push((row.clone(), kept as isize));
                 }
-            },
-        )
-        .map(|((), row)| row)
+                if take == 0 {
+                    break;
+                }
+            }
+        },
+    )
+    .map(|(_, row)| row)
 }
 
 /// SQL `ORDER BY`: each key in its direction with its null placement,

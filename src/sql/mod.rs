@@ -250,6 +250,10 @@ impl SqlJob {
             check_columns(o, &bound)?;
             outputs.push((o.name, bound, o.pos));
         }
+        let unlimited = binder.shared.clone();
+        for r in binder.shared.iter_mut() {
+            rel::limit_row_numbers(r, &unlimited);
+        }
         let shared: Vec<Rel> = binder
             .shared
             .iter()
@@ -257,7 +261,8 @@ impl SqlJob {
             .collect();
         let rels: Vec<(&'static str, Rel, Vec<String>)> = outputs
             .into_iter()
-            .map(|(name, b, _)| {
+            .map(|(name, mut b, _)| {
+                rel::limit_row_numbers(&mut b.rel, &binder.shared);
                 let rel = rel::prune_all(b.rel, &binder.shared).0;
                 (name, rel, b.cols.into_iter().map(|c| c.name).collect())
             })

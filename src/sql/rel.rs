@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 use super::scalar::Scalar;
 use crate::ops::aggregate::AggKind;
+use crate::value::Value;
 
 /// How two relations are joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,16 +142,22 @@ pub enum Rel {
     },
     /// `ORDER BY ... LIMIT n OFFSET m`: the rows at sorted positions
     /// `m..m+n`, ties broken by the whole row so that the result is a
-    /// function of the input.
+    /// function of the input. With a partition, per group of rows equal in
+    /// those columns; `numbered` appends each row's 1-based position in
+    /// its group (`ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...)`).
     TopK {
         /// The input.
         input: Box<Rel>,
+        /// The columns whose values make a group (none: one group).
+        partition: Vec<usize>,
         /// The order.
         order: Vec<SortKey>,
-        /// Rows kept.
+        /// Rows kept (per group).
         limit: u64,
         /// Rows skipped first.
         offset: u64,
+        /// Whether the row number is appended as a column.
+        numbered: bool,
     },
     /// A CTE or view, computed once however often it is read.
     Shared(usize),
@@ -161,9 +168,10 @@ impl Rel {
     pub fn arity(&self, shared: &[Rel]) -> usize {
         match self {
             Rel::Scan { columns, .. } => columns.len(),
-            Rel::Filter(input, _) | Rel::Distinct(input) | Rel::TopK { input, .. } => {
-                input.arity(shared)
-            }
+            Rel::Filter(input, _) | Rel::Distinct(input) => input.arity(shared),
+            Rel::TopK {
+                input, numbered, ..
+            } => input.arity(shared) + usize::from(*numbered),
             Rel::Map(_, exprs) => exprs.len(),
             Rel::Join { left, kind, .. } if kind.left_only() => left.arity(shared),
             Rel::Join { left, right, .. } => left.arity(shared) + right.arity(shared),
@@ -184,9 +192,85 @@ impl Rel {
                 input.at_most_one_row()
             }
             Rel::Aggregate { keys, .. } => *keys == 0,
-            Rel::TopK { limit, .. } => *limit <= 1,
+            Rel::TopK {
+                limit, partition, ..
+            } => *limit <= 1 && partition.is_empty(),
             _ => false,
         }
+    }
+}
+
+/// `#0, #2`: positions as `explain` shows them.
+fn columns(positions: &[usize]) -> String {
+    let shown: Vec<String> = positions.iter().map(|p| format!("#{p}")).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// Gives each numbered top-k (`ROW_NUMBER() OVER ...`) the limit that a
+/// filter above it puts on its row number (`WHERE rn <= 3`), so that only
+/// those rows are kept per group, not every row numbered. The filter stays:
+/// the rows are the same either way.
+pub fn limit_row_numbers(rel: &mut Rel, shared: &[Rel]) {
+    match rel {
+        Rel::Scan { .. } | Rel::Shared(_) => {}
+        Rel::Filter(input, predicate) => {
+            limit_row_numbers(input, shared);
+            for c in predicate.clone().conjuncts() {
+                if let Some((column, n)) = row_number_bound(&c) {
+                    tighten(input, column, n, shared);
+                }
+            }
+        }
+        Rel::Map(i, _)
+        | Rel::Distinct(i)
+        | Rel::Aggregate { input: i, .. }
+        | Rel::TopK { input: i, .. } => limit_row_numbers(i, shared),
+        Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
+            limit_row_numbers(left, shared);
+            limit_row_numbers(right, shared);
+        }
+        Rel::Union(inputs) => inputs.iter_mut().for_each(|i| limit_row_numbers(i, shared)),
+    }
+}
+
+/// `#c <= n`, `#c < n + 1`, `#c = 1` (either way round): the column and
+/// the largest row number that passes.
+fn row_number_bound(c: &Scalar) -> Option<(usize, u64)> {
+    use super::scalar::Compare as C;
+    let Scalar::Compare(op, a, b) = c else {
+        return None;
+    };
+    let (op, column, n) = match (&**a, &**b) {
+        (Scalar::Column(x), Scalar::Literal(Value::Int(n))) => (*op, *x, *n),
+        (Scalar::Literal(Value::Int(n)), Scalar::Column(x)) => (op.flipped(), *x, *n),
+        _ => return None,
+    };
+    let most = match op {
+        C::LtEq => n,
+        C::Lt => n - 1,
+        C::Eq if n == 1 => 1,
+        _ => return None,
+    };
+    Some((column, most.max(0) as u64))
+}
+
+/// Limits the numbered top-k whose row number column `column` is.
+fn tighten(rel: &mut Rel, column: usize, n: u64, shared: &[Rel]) {
+    match rel {
+        Rel::Map(input, exprs) => {
+            if let Some(Scalar::Column(j)) = exprs.get(column) {
+                tighten(input, *j, n, shared);
+            }
+        }
+        Rel::Filter(input, _) => tighten(input, column, n, shared),
+        Rel::TopK {
+            input,
+            limit,
+            offset: 0,
+            numbered: true,
+            ..
+        } if column == input.arity(shared) => *limit = (*limit).min(n),
+        _ => {}
     }
 }
 
@@ -321,20 +405,42 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
         }
         Rel::TopK {
             input,
+            partition,
             order,
             limit,
             offset,
+            numbered,
         } => {
-            // Ties are broken by the whole row: every column is read.
-            let (input, _) = prune_all(*input, shared);
+            // Ties are broken by the whole row, but rows that differ only in
+            // columns nobody reads are alike to every reader, whichever of
+            // them is kept: only the partition and order columns are added.
+            let n = input.arity(shared);
+            let mut need = needed[..n].to_vec();
+            partition.iter().for_each(|&c| need[c] = true);
+            order.iter().for_each(|k| need[k.column] = true);
+            let (input, mut map) = prune(*input, &need, shared);
+            let kept = |c: usize| map[c].expect("kept");
+            let partition = partition.iter().map(|&c| kept(c)).collect();
+            let order = order
+                .iter()
+                .map(|k| SortKey {
+                    column: kept(k.column),
+                    ..*k
+                })
+                .collect();
+            if numbered {
+                map.push(Some(input.arity(shared)));
+            }
             (
                 Rel::TopK {
                     input: Box::new(input),
+                    partition,
                     order,
                     limit,
                     offset,
+                    numbered,
                 },
-                identity(),
+                map,
             )
         }
         Rel::Distinct(input) => {
@@ -509,18 +615,29 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             format!("{op:?}{}", if *all { " all" } else { "" }).to_lowercase()
         }
         Rel::TopK {
+            partition,
             order,
             limit,
             offset,
+            numbered,
             ..
         } => {
             let keys: Vec<String> = order
                 .iter()
                 .map(|k| format!("#{}{}", k.column, if k.descending { " desc" } else { "" }))
                 .collect();
+            let groups = match partition.is_empty() {
+                true => String::new(),
+                false => format!(" per group of {}", columns(partition)),
+            };
+            let limit = match *limit {
+                u64::MAX => "all".to_string(),
+                n => n.to_string(),
+            };
             format!(
-                "top {limit} (offset {offset}) by {}, ties by the whole row",
-                keys.join(", ")
+                "top {limit} (offset {offset}){groups} by {}, ties by the whole row{}",
+                keys.join(", "),
+                if *numbered { ", numbered" } else { "" }
             )
         }
         Rel::Shared(i) => format!("read {}", ctx.shared_names[*i]),

@@ -102,6 +102,19 @@ pub enum Compare {
     GtEq,
 }
 
+impl Compare {
+    /// The same comparison with its operands swapped (`a < b` is `b > a`).
+    pub fn flipped(self) -> Compare {
+        match self {
+            Compare::Lt => Compare::Gt,
+            Compare::LtEq => Compare::GtEq,
+            Compare::Gt => Compare::Lt,
+            Compare::GtEq => Compare::LtEq,
+            same => same,
+        }
+    }
+}
+
 /// The types `CAST` converts to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CastTo {

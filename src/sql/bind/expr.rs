@@ -605,7 +605,10 @@ impl Binder<'_> {
         if f.over.is_some() {
             return Err(SqlError::unsupported(
                 at,
-                "a window function (OVER) (for now)",
+                format!(
+                    "the window function {name}(...) OVER (...) (only ROW_NUMBER() OVER \
+                     (PARTITION BY ... ORDER BY ...), as a column of a select list)"
+                ),
             ));
         }
         if f.filter.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() {

@@ -14,6 +14,7 @@
 //! file queries, set operations and CTEs.
 
 mod expr;
+mod row_number;
 mod select;
 mod subquery;
 
@@ -306,30 +307,16 @@ impl<'a> Binder<'a> {
                     }
                 }
             };
-            let descending = match &o.options.sort {
-                None | Some(ast::OrderBySort::Asc) => false,
-                Some(ast::OrderBySort::Desc) => true,
-                Some(_) => {
-                    return Err(SqlError::unsupported(
-                        Pos::of(o.expr.span()),
-                        format!("ORDER BY ... {}", o.options),
-                    ));
-                }
-            };
-            keys.push(SortKey {
-                column,
-                descending,
-                // Nulls last unless NULLS FIRST, in both directions (DuckDB; PostgreSQL
-                // puts them first when descending).
-                nulls_first: o.options.nulls_first.unwrap_or(false),
-            });
+            keys.push(sort_key(o, column)?);
         }
         if extra.is_empty() {
             let rel = Rel::TopK {
                 input: Box::new(bound.rel),
+                partition: Vec::new(),
                 order: keys,
                 limit,
                 offset,
+                numbered: false,
             };
             return Ok(Bound {
                 rel,
@@ -342,9 +329,11 @@ impl<'a> Binder<'a> {
         let widened = Rel::Map(Box::new(bound.rel), exprs);
         let top = Rel::TopK {
             input: Box::new(widened),
+            partition: Vec::new(),
             order: keys,
             limit,
             offset,
+            numbered: false,
         };
         let rel = Rel::Map(
             Box::new(top),
@@ -516,6 +505,27 @@ impl<'a> Binder<'a> {
             }
         }
     }
+}
+
+/// An `ORDER BY` entry's direction and null placement, sorting `column`.
+fn sort_key(o: &ast::OrderByExpr, column: usize) -> Result<SortKey, SqlError> {
+    let descending = match &o.options.sort {
+        None | Some(ast::OrderBySort::Asc) => false,
+        Some(ast::OrderBySort::Desc) => true,
+        Some(_) => {
+            return Err(SqlError::unsupported(
+                Pos::of(o.expr.span()),
+                format!("ORDER BY ... {}", o.options),
+            ));
+        }
+    };
+    Ok(SortKey {
+        column,
+        descending,
+        // Nulls last unless NULLS FIRST, in both directions (DuckDB; PostgreSQL
+        // puts them first when descending).
+        nulls_first: o.options.nulls_first.unwrap_or(false),
+    })
 }
 
 fn type_word(t: ColumnType) -> &'static str {

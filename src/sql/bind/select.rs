@@ -117,8 +117,16 @@ impl Binder<'_> {
             ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => exprs,
             _ => return Err(SqlError::unsupported(at, "this form of GROUP BY")),
         };
-        let bound = if group_by.is_empty() && s.having.is_none() {
-            match self.plain_list(&list, &from) {
+        let (from, numbered) = self.row_numbers(&list, from)?;
+        let grouped = !group_by.is_empty() || s.having.is_some();
+        if grouped && !numbered.is_empty() {
+            return Err(SqlError::unsupported(
+                at,
+                "ROW_NUMBER() in a grouped query (group in a subquery, number outside it)",
+            ));
+        }
+        let bound = if !grouped {
+            match self.plain_list(&list, &from, &numbered) {
                 Err(_) if self.saw_aggregate => {
                     self.saw_aggregate = false;
                     self.grouped(&list, group_by, s.having.as_ref(), from)?
@@ -159,12 +167,24 @@ impl Binder<'_> {
         Ok(t.0)
     }
 
-    fn plain_list(&mut self, list: &[Item<'_>], from: &Bound) -> Result<Bound, SqlError> {
+    /// A select list without grouping; `numbered` gives the items that
+    /// are a row number and the column holding it.
+    fn plain_list(
+        &mut self,
+        list: &[Item<'_>],
+        from: &Bound,
+        numbered: &[(usize, usize)],
+    ) -> Result<Bound, SqlError> {
         let mut exprs = Vec::new();
         let mut cols = Vec::new();
         let mut subqueries = Vec::new();
-        for item in list {
+        for (k, item) in list.iter().enumerate() {
+            let number = numbered.iter().find(|(i, _)| *i == k);
             let (t, name, origin) = match item {
+                Item::Expr(_, name) if number.is_some() => {
+                    let column = number.expect("matched").1;
+                    ((Scalar::Column(column), SqlType::Int), name.clone(), None)
+                }
                 Item::Column(i) => (
                     (Scalar::Column(*i), from.cols[*i].ty),
                     from.cols[*i].name.clone(),
