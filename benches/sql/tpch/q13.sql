@@ -1,0 +1,6 @@
+-- TPC-H Q13 (customer distribution): a left join with a condition on the optional side.
+SELECT c_count, count(*) AS custdist
+FROM (SELECT c_custkey, count(o_orderkey) AS c_count
+      FROM customer LEFT OUTER JOIN orders ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%requests%'
+      GROUP BY c_custkey) AS c_orders
+GROUP BY c_count
