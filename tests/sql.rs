@@ -314,7 +314,12 @@ fn tpch_queries_match_duckdb() {
     let w = World::new();
     let data = w.path("tpch");
     let made = Command::new(&generator)
-        .args(["csv", "-s", "0.01", &format!("--output-dir={}", data.display())])
+        .args([
+            "csv",
+            "-s",
+            "0.01",
+            &format!("--output-dir={}", data.display()),
+        ])
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
@@ -362,7 +367,14 @@ fn tpch_queries_match_duckdb() {
             let out = w.path(&format!("tpch-out-{workers}"));
             let (file_s, out_s) = (file.display().to_string(), out.display().to_string());
             let mut args = vec![
-                "run", "--sql", &file_s, "--workers", workers, "-o", &out_s, "--overwrite",
+                "run",
+                "--sql",
+                &file_s,
+                "--workers",
+                workers,
+                "-o",
+                &out_s,
+                "--overwrite",
             ];
             let inputs: Vec<String> = used.iter().map(|(t, p)| format!("{t}={p}")).collect();
             for i in &inputs {
