@@ -231,6 +231,9 @@ const QUERIES: &[&str] = &[
     "SELECT id, amount FROM orders ORDER BY amount DESC, id LIMIT 7",
     "SELECT id, amount FROM orders ORDER BY amount NULLS FIRST, id LIMIT 5 OFFSET 3",
     "SELECT customer, sum(amount) AS s FROM orders WHERE customer IS NOT NULL GROUP BY customer ORDER BY s DESC, customer LIMIT 3",
+    // ... by columns the select list does not name.
+    "SELECT customer, status FROM orders WHERE amount IS NOT NULL ORDER BY amount DESC, id LIMIT 4",
+    "SELECT customer FROM orders GROUP BY customer ORDER BY count(*) DESC, customer LIMIT 3",
     // EXISTS and IN subqueries (semi and anti joins), correlated or not,
     // with residual conditions; NOT IN with nulls in the subquery or none.
     "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.name = o.customer AND c.tier > 0)",

@@ -91,10 +91,10 @@ fn pos(e: &impl Spanned) -> Pos {
 impl Binder<'_> {
     /// Binds `e` in `cx`.
     pub(super) fn expr(&mut self, e: &ast::Expr, cx: &mut Cx<'_>) -> Result<Typed, SqlError> {
-        if cx.agg.is_some() {
-            if let Some(t) = self.group_match(e, cx)? {
-                return Ok(t);
-            }
+        if cx.agg.is_some()
+            && let Some(t) = self.group_match(e, cx)?
+        {
+            return Ok(t);
         }
         use ast::Expr as E;
         match e {
@@ -365,23 +365,22 @@ impl Binder<'_> {
             }
             [] => {
                 let name = &parts[parts.len() - 1].value;
-                if let [table, _] = parts {
-                    if !from
+                if let [table, _] = parts
+                    && !from
                         .iter()
                         .any(|c| c.table.as_deref().is_some_and(|t| names(table, t)))
-                    {
-                        let tables: Vec<&str> =
-                            from.iter().filter_map(|c| c.table.as_deref()).collect();
-                        return Err(SqlError::new(
-                            SqlErrorKind::UnknownTable,
-                            Pos::of(table.span),
-                            format!(
-                                "no table or alias {} in this query's FROM{}",
-                                table.value,
-                                did_you_mean(&table.value, tables)
-                            ),
-                        ));
-                    }
+                {
+                    let tables: Vec<&str> =
+                        from.iter().filter_map(|c| c.table.as_deref()).collect();
+                    return Err(SqlError::new(
+                        SqlErrorKind::UnknownTable,
+                        Pos::of(table.span),
+                        format!(
+                            "no table or alias {} in this query's FROM{}",
+                            table.value,
+                            did_you_mean(&table.value, tables)
+                        ),
+                    ));
                 }
                 let known: Vec<&str> = from
                     .iter()

@@ -232,7 +232,23 @@ impl<'a> Binder<'a> {
                 "LIMIT without ORDER BY picks arbitrary rows, and kappa's answers never depend \
                  on arrival order: add an ORDER BY",
             )),
-            Some(limit) => self.top_k(bound, &order, limit, offset),
+            Some(limit) => {
+                let saw = self.saw_aggregate;
+                match self.top_k(bound.clone(), &order, limit, offset) {
+                    // Sorted by what the output does not hold (a FROM
+                    // column, an aggregate): try again with it hidden; if
+                    // that fails too, the first error says more.
+                    Err(e) => {
+                        self.saw_aggregate = saw;
+                        let arity = bound.cols.len();
+                        match self.top_k_by_hidden(q, &order, arity, (limit, offset)) {
+                            Ok(Some(b)) => Ok(b),
+                            _ => Err(e),
+                        }
+                    }
+                    ok => ok,
+                }
+            }
         }
     }
 
@@ -343,6 +359,50 @@ impl<'a> Binder<'a> {
             rel,
             cols: bound.cols,
         })
+    }
+
+    /// `ORDER BY` a column the select list does not name (`SELECT name
+    /// FROM t ORDER BY price DESC LIMIT 3`): the `SELECT` is bound again
+    /// with the sort expressions as extra columns, sorted by them, and
+    /// they are dropped. `None` when the body is not a plain `SELECT`
+    /// (a set operation, or `DISTINCT`, whose rows the extra columns would
+    /// change).
+    fn top_k_by_hidden(
+        &mut self,
+        q: &ast::Query,
+        order: &[ast::OrderByExpr],
+        arity: usize,
+        (limit, offset): (u64, u64),
+    ) -> Result<Option<Bound>, SqlError> {
+        let ast::SetExpr::Select(s) = q.body.as_ref() else {
+            return Ok(None);
+        };
+        if s.distinct.is_some() {
+            return Ok(None);
+        }
+        let (from, correlated) = self.select_rows(s, None)?;
+        debug_assert!(correlated.is_empty(), "no enclosing query");
+        let extra: Vec<&ast::Expr> = order.iter().map(|o| &o.expr).collect();
+        let widened = self.select_rest_with(s, from, &extra)?;
+        let mut keys = Vec::new();
+        for (i, o) in order.iter().enumerate() {
+            keys.push(sort_key(o, arity + i)?);
+        }
+        let top = Rel::TopK {
+            input: Box::new(widened.rel),
+            partition: Vec::new(),
+            order: keys,
+            limit,
+            offset,
+            numbered: false,
+        };
+        let mut cols = widened.cols;
+        cols.truncate(arity);
+        let rel = Rel::Map(
+            Box::new(top),
+            (0..arity).map(super::scalar::Scalar::Column).collect(),
+        );
+        Ok(Some(Bound { rel, cols }))
     }
 
     fn set_expr(&mut self, body: &ast::SetExpr) -> Result<Bound, SqlError> {

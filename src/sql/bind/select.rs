@@ -111,8 +111,20 @@ impl Binder<'_> {
     /// The rest of a `SELECT` over its FROM rows: the select list, GROUP
     /// BY and HAVING, DISTINCT.
     pub(super) fn select_rest(&mut self, s: &ast::Select, from: Bound) -> Result<Bound, SqlError> {
+        self.select_rest_with(s, from, &[])
+    }
+
+    /// [`Binder::select_rest`] with `extra` expressions after the select
+    /// list's columns (what a query sorts by but does not select).
+    pub(super) fn select_rest_with(
+        &mut self,
+        s: &ast::Select,
+        from: Bound,
+        extra: &[&ast::Expr],
+    ) -> Result<Bound, SqlError> {
         let at = Pos::of(s.select_token.0.span);
-        let list = select_list(&s.projection, &from.cols)?;
+        let mut list = select_list(&s.projection, &from.cols)?;
+        list.extend(extra.iter().map(|e| Item::Expr(e, String::new())));
         let group_by = match &s.group_by {
             ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => exprs,
             _ => return Err(SqlError::unsupported(at, "this form of GROUP BY")),
@@ -314,26 +326,26 @@ impl Binder<'_> {
         list: &[Item<'q>],
         from: &[Col],
     ) -> Result<&'q ast::Expr, SqlError> {
-        if let ast::Expr::Value(v) = g {
-            if matches!(v.value, ast::Value::Number(..)) {
-                let p = super::position(g, list.len())?;
-                return match &list[p] {
-                    Item::Expr(e, _) => Ok(e),
-                    Item::Column(_) => Err(SqlError::unsupported(
-                        Pos::of(g.span()),
-                        "GROUP BY the position of a * column",
-                    )),
-                };
-            }
+        if let ast::Expr::Value(v) = g
+            && matches!(v.value, ast::Value::Number(..))
+        {
+            let p = super::position(g, list.len())?;
+            return match &list[p] {
+                Item::Expr(e, _) => Ok(e),
+                Item::Column(_) => Err(SqlError::unsupported(
+                    Pos::of(g.span()),
+                    "GROUP BY the position of a * column",
+                )),
+            };
         }
         if let ast::Expr::Identifier(i) = g {
             let is_column = from.iter().any(|c| names(i, &c.name));
             if !is_column {
                 for item in list {
-                    if let Item::Expr(e, name) = item {
-                        if names(i, name) {
-                            return Ok(e);
-                        }
+                    if let Item::Expr(e, name) = item
+                        && names(i, name)
+                    {
+                        return Ok(e);
                     }
                 }
             }
