@@ -247,7 +247,7 @@ fn row_number_bound(c: &Scalar) -> Option<(usize, u64)> {
     };
     let most = match op {
         C::LtEq => n,
-        C::Lt => n - 1,
+        C::Lt => n.saturating_sub(1),
         C::Eq if n == 1 => 1,
         _ => return None,
     };
