@@ -184,6 +184,35 @@ impl Rel {
 }
 
 impl Rel {
+    /// The relations it reads directly (a shared relation's plan is not
+    /// among them: it is read through the plan's shared list).
+    pub fn children(&self) -> Vec<&Rel> {
+        match self {
+            Rel::Scan { .. } | Rel::Shared(_) => Vec::new(),
+            Rel::Filter(i, _)
+            | Rel::Map(i, _)
+            | Rel::Distinct(i)
+            | Rel::Aggregate { input: i, .. }
+            | Rel::TopK { input: i, .. } => vec![i],
+            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => vec![left, right],
+            Rel::Union(inputs) => inputs.iter().collect(),
+        }
+    }
+
+    /// [`Rel::children`], to change in place.
+    pub fn children_mut(&mut self) -> Vec<&mut Rel> {
+        match self {
+            Rel::Scan { .. } | Rel::Shared(_) => Vec::new(),
+            Rel::Filter(i, _)
+            | Rel::Map(i, _)
+            | Rel::Distinct(i)
+            | Rel::Aggregate { input: i, .. }
+            | Rel::TopK { input: i, .. } => vec![i],
+            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => vec![left, right],
+            Rel::Union(inputs) => inputs.iter_mut().collect(),
+        }
+    }
+
     /// Whether it has at most one row whatever its input: a global
     /// aggregate or `LIMIT 1`, maybe projected or filtered.
     pub fn at_most_one_row(&self) -> bool {
@@ -211,25 +240,15 @@ fn columns(positions: &[usize]) -> String {
 /// those rows are kept per group, not every row numbered. The filter stays:
 /// the rows are the same either way.
 pub fn limit_row_numbers(rel: &mut Rel, shared: &[Rel]) {
-    match rel {
-        Rel::Scan { .. } | Rel::Shared(_) => {}
-        Rel::Filter(input, predicate) => {
-            limit_row_numbers(input, shared);
-            for c in predicate.clone().conjuncts() {
-                if let Some((column, n)) = row_number_bound(&c) {
-                    tighten(input, column, n, shared);
-                }
+    for child in rel.children_mut() {
+        limit_row_numbers(child, shared);
+    }
+    if let Rel::Filter(input, predicate) = rel {
+        for c in predicate.clone().conjuncts() {
+            if let Some((column, n)) = row_number_bound(&c) {
+                tighten(input, column, n, shared);
             }
         }
-        Rel::Map(i, _)
-        | Rel::Distinct(i)
-        | Rel::Aggregate { input: i, .. }
-        | Rel::TopK { input: i, .. } => limit_row_numbers(i, shared),
-        Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
-            limit_row_numbers(left, shared);
-            limit_row_numbers(right, shared);
-        }
-        Rel::Union(inputs) => inputs.iter_mut().for_each(|i| limit_row_numbers(i, shared)),
     }
 }
 
@@ -488,17 +507,11 @@ pub fn inputs_of(rel: &Rel, shared: &[Rel]) -> BTreeSet<usize> {
             Rel::Scan { input, .. } => {
                 out.insert(*input);
             }
-            Rel::Filter(i, _)
-            | Rel::Map(i, _)
-            | Rel::Distinct(i)
-            | Rel::Aggregate { input: i, .. }
-            | Rel::TopK { input: i, .. } => walk(i, shared, out),
-            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
-                walk(left, shared, out);
-                walk(right, shared, out);
-            }
-            Rel::Union(inputs) => inputs.iter().for_each(|i| walk(i, shared, out)),
             Rel::Shared(i) => walk(&shared[*i], shared, out),
+            _ => rel
+                .children()
+                .into_iter()
+                .for_each(|c| walk(c, shared, out)),
         }
     }
     let mut out = BTreeSet::new();
@@ -508,18 +521,8 @@ pub fn inputs_of(rel: &Rel, shared: &[Rel]) -> BTreeSet<usize> {
 
 /// Calls `f` on every join of `rel`, innermost first.
 pub fn for_each_join(rel: &mut Rel, f: &mut dyn FnMut(&mut Rel)) {
-    match rel {
-        Rel::Scan { .. } | Rel::Shared(_) => return,
-        Rel::Filter(i, _)
-        | Rel::Map(i, _)
-        | Rel::Distinct(i)
-        | Rel::Aggregate { input: i, .. }
-        | Rel::TopK { input: i, .. } => for_each_join(i, f),
-        Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
-            for_each_join(left, f);
-            for_each_join(right, f);
-        }
-        Rel::Union(inputs) => inputs.iter_mut().for_each(|i| for_each_join(i, f)),
+    for child in rel.children_mut() {
+        for_each_join(child, f);
     }
     if matches!(rel, Rel::Join { .. }) {
         f(rel);
@@ -530,20 +533,10 @@ pub fn for_each_join(rel: &mut Rel, f: &mut dyn FnMut(&mut Rel)) {
 pub fn scanned(rels: &[&Rel], inputs: usize) -> Vec<BTreeSet<usize>> {
     let mut out = vec![BTreeSet::new(); inputs];
     fn walk(rel: &Rel, out: &mut [BTreeSet<usize>]) {
-        match rel {
-            Rel::Scan { input, columns } => out[*input].extend(columns.iter().copied()),
-            Rel::Filter(i, _)
-            | Rel::Map(i, _)
-            | Rel::Distinct(i)
-            | Rel::Aggregate { input: i, .. }
-            | Rel::TopK { input: i, .. } => walk(i, out),
-            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
-                walk(left, out);
-                walk(right, out);
-            }
-            Rel::Union(inputs) => inputs.iter().for_each(|i| walk(i, out)),
-            Rel::Shared(_) => {}
+        if let Rel::Scan { input, columns } = rel {
+            out[*input].extend(columns.iter().copied());
         }
+        rel.children().into_iter().for_each(|c| walk(c, out));
     }
     rels.iter().for_each(|r| walk(r, &mut out));
     out
@@ -643,18 +636,8 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
         Rel::Shared(i) => format!("read {}", ctx.shared_names[*i]),
     };
     let _ = writeln!(out, "{pad}{line}");
-    match rel {
-        Rel::Filter(i, _)
-        | Rel::Map(i, _)
-        | Rel::Distinct(i)
-        | Rel::Aggregate { input: i, .. }
-        | Rel::TopK { input: i, .. } => explain(i, depth + 1, ctx, out),
-        Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => {
-            explain(left, depth + 1, ctx, out);
-            explain(right, depth + 1, ctx, out);
-        }
-        Rel::Union(inputs) => inputs.iter().for_each(|i| explain(i, depth + 1, ctx, out)),
-        Rel::Scan { .. } | Rel::Shared(_) => {}
+    for child in rel.children() {
+        explain(child, depth + 1, ctx, out);
     }
 }
 
