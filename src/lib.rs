@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod calendar;
 pub mod cli;
 pub mod engine;
 pub mod english;

@@ -26,6 +26,13 @@ pub enum ColumnType {
     Number,
     /// The text as it is, never a number.
     Str,
+    /// `true` or `false` (also `t`/`f`, `1`/`0`, any case).
+    Bool,
+    /// A date, `YYYY-MM-DD` ([`crate::calendar::parse_date`]).
+    Date,
+    /// A timestamp, ISO text with an optional UTC offset
+    /// ([`crate::calendar::parse_timestamp`]); a date is its midnight.
+    Timestamp,
     /// An event timestamp: an integer in the unit, or RFC 3339 text
     /// converted to it (see [`TimeUnit::parse_timestamp`]); always an `Int`,
     /// and at least [`Reach`] away from both ends of the `i64` range.
@@ -56,6 +63,21 @@ impl ColumnType {
     pub fn parse(self, text: &str) -> Result<Value, String> {
         let v = match self {
             ColumnType::Str => return Ok(Value::str(text)),
+            ColumnType::Bool => {
+                return parse_bool(text)
+                    .map(Value::Bool)
+                    .ok_or_else(|| self.mismatch(text));
+            }
+            ColumnType::Date => {
+                return crate::calendar::parse_date(text)
+                    .map(Value::Date)
+                    .ok_or_else(|| self.mismatch(text));
+            }
+            ColumnType::Timestamp => {
+                return crate::calendar::parse_timestamp(text)
+                    .map(Value::Timestamp)
+                    .ok_or_else(|| self.mismatch(text));
+            }
             ColumnType::Time(unit, reach) => {
                 return unit
                     .parse_timestamp(text)
@@ -70,8 +92,12 @@ impl ColumnType {
             (ColumnType::Number, Value::Int(_) | Value::Float(_)) => Ok(v),
             (ColumnType::Float, Value::Int(i)) => Ok(Value::float(*i as f64)),
             (ColumnType::Float, Value::Float(_)) => Ok(v),
-            _ => Err(format!("expected {self}, found {text:?}")),
+            _ => Err(self.mismatch(text)),
         }
+    }
+
+    fn mismatch(self, text: &str) -> String {
+        format!("expected {self}, found {text:?}")
     }
 
     /// Converts a value that arrived already typed (a JSON number or string).
@@ -80,12 +106,20 @@ impl ColumnType {
             (_, Value::Null) | (ColumnType::Any, _) => Ok(v),
             (ColumnType::Str, Value::Str(_)) => Ok(v),
             (ColumnType::Str, _) => Ok(Value::str(&v.to_string())),
-            (ColumnType::Time(_, reach), Value::Int(t)) => reach_check(*t, reach).map(Value::Int),
-            (ColumnType::Time(..), Value::Float(_)) => Err(format!("expected {self}, found {v}")),
             (_, Value::Str(s)) => self.parse(s),
-            (ColumnType::Int, Value::Int(_)) | (ColumnType::Number, _) => Ok(v),
-            (ColumnType::Float, _) => Ok(Value::float(v.as_f64().unwrap_or_default())),
-            (ColumnType::Int, _) => Err(format!("expected {self}, found {v}")),
+            (ColumnType::Time(_, reach), Value::Int(t)) => reach_check(*t, reach).map(Value::Int),
+            (ColumnType::Int, Value::Int(_))
+            | (ColumnType::Number, Value::Int(_) | Value::Float(_))
+            | (ColumnType::Bool, Value::Bool(_))
+            | (ColumnType::Date, Value::Date(_))
+            | (ColumnType::Timestamp, Value::Timestamp(_)) => Ok(v),
+            (ColumnType::Float, Value::Int(_) | Value::Float(_)) => {
+                Ok(Value::float(v.as_f64().unwrap_or_default()))
+            }
+            (ColumnType::Timestamp, Value::Date(d)) => {
+                Ok(Value::Timestamp(crate::calendar::date_to_timestamp(*d)))
+            }
+            _ => Err(format!("expected {self}, found {v}")),
         }
     }
 }
@@ -98,8 +132,20 @@ impl fmt::Display for ColumnType {
             ColumnType::Float => "a float",
             ColumnType::Number => "a number",
             ColumnType::Str => "a string",
+            ColumnType::Bool => "a boolean",
+            ColumnType::Date => "a date (YYYY-MM-DD)",
+            ColumnType::Timestamp => "a timestamp (YYYY-MM-DD HH:MM:SS)",
             ColumnType::Time(..) => "a timestamp",
         })
+    }
+}
+
+/// SQL's boolean text: `true`/`false`, `t`/`f`, `1`/`0`, in any case.
+fn parse_bool(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "t" | "1" => Some(true),
+        "false" | "f" | "0" => Some(false),
+        _ => None,
     }
 }
 
@@ -278,6 +324,26 @@ mod tests {
         );
         assert_eq!(ColumnType::Str.parse("12"), Ok(Value::str("12")));
         assert_eq!(ColumnType::Any.parse("007"), Ok(Value::str("007")));
+        assert_eq!(ColumnType::Bool.parse("TRUE"), Ok(Value::Bool(true)));
+        assert_eq!(ColumnType::Bool.parse("0"), Ok(Value::Bool(false)));
+        assert!(
+            ColumnType::Bool
+                .parse("yes")
+                .unwrap_err()
+                .contains("a boolean")
+        );
+        assert_eq!(ColumnType::Date.parse("1970-01-02"), Ok(Value::Date(1)));
+        assert!(ColumnType::Date.parse("1970-01-02 10:00").is_err());
+        assert_eq!(
+            ColumnType::Timestamp.parse("1970-01-01T00:00:01Z"),
+            Ok(Value::Timestamp(1_000_000))
+        );
+        assert_eq!(
+            ColumnType::Timestamp.coerce(Value::Date(1)),
+            Ok(Value::Timestamp(crate::calendar::MICROS_PER_DAY))
+        );
+        assert!(ColumnType::Number.coerce(Value::Bool(true)).is_err());
+        assert!(ColumnType::Date.coerce(Value::Int(3)).is_err());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Typed values and rows: what crosses the boundary between files (or log
 //! records) and jobs.
 //!
-//! A [`Row`] is a vector of [`Value`]s: null, 64-bit integer, 64-bit float or
-//! string. Strings are `CompactString`s, so the short strings that make up most
+//! A [`Row`] is a vector of [`Value`]s: null, boolean, 64-bit integer,
+//! 64-bit float, date, timestamp or string. Strings are `CompactString`s, so the short strings that make up most
 //! keys live inline and a row costs one allocation, not one per field.
 //!
 //! Invariants that the engine relies on:
@@ -11,8 +11,14 @@
 //!   `f64::total_cmp`; `-0.0` is normalised to `0.0` and NaN is never produced
 //!   by inference, so float equality is the usual one.
 //! - The order is SQL-like and what output files are sorted by: null first,
-//!   then numbers (integers and floats compared by value), then strings
+//!   then booleans (false first), numbers (integers and floats compared by
+//!   value), dates and timestamps (compared as instants), then strings
 //!   (bytewise).
+//! - Booleans, dates and timestamps leave the engine as their text
+//!   ([`Value::stored`]): output files, tables and changelogs hold `true`,
+//!   `1994-01-01`, `2024-03-01 10:20:30`, as every store and reader has a
+//!   type for text. Inside a job they are typed (SQL's `BOOLEAN`, `DATE`,
+//!   `TIMESTAMP`; see [`crate::calendar`]).
 //! - [`Value::infer`] is a function of the field text only — never of other
 //!   rows — so the same text gives the same value in a batch file, in a log
 //!   record and on replay (rule 1 of the engine).
@@ -45,6 +51,13 @@ pub enum Value {
     Null,
     /// A 64-bit integer.
     Int(i64),
+    /// A truth value.
+    Bool(bool),
+    /// A date: days since 1970-01-01 (years 1 to 9999, [`crate::calendar`]).
+    Date(i32),
+    /// A timestamp without a zone: microseconds since 1970-01-01 00:00:00
+    /// (years 1 to 9999).
+    Timestamp(i64),
     /// A float, totally ordered and hashed by its bits ([`F64`]).
     Float(F64),
     /// Text, held inline when short.
@@ -137,12 +150,47 @@ impl Value {
         Value::str(text)
     }
 
-    /// Rank of the value's kind in the total order: null < numbers < strings.
+    /// Rank of the value's kind in the total order: null < booleans <
+    /// numbers < dates and timestamps < strings.
     fn kind_rank(&self) -> u8 {
         match self {
             Value::Null => 0,
-            Value::Int(_) | Value::Float(_) => 1,
-            Value::Str(_) => 2,
+            Value::Bool(_) => 1,
+            Value::Int(_) | Value::Float(_) => 2,
+            Value::Date(_) | Value::Timestamp(_) => 3,
+            Value::Str(_) => 4,
+        }
+    }
+
+    /// The value as outputs hold it: a boolean, date or timestamp as its
+    /// text (what its `Display` writes), anything else as it is. Every sink
+    /// and table store writes this, so that a table read back compares
+    /// equal to the rows that were written.
+    pub fn stored(&self) -> std::borrow::Cow<'_, Value> {
+        use std::borrow::Cow;
+        match self {
+            Value::Bool(_) | Value::Date(_) | Value::Timestamp(_) => {
+                Cow::Owned(Value::Str(self.to_string().into()))
+            }
+            other => Cow::Borrowed(other),
+        }
+    }
+
+    /// A date value, if `days` is one kappa holds.
+    pub fn date(days: i32) -> Value {
+        if crate::calendar::date_valid(days) {
+            Value::Date(days)
+        } else {
+            Value::Null
+        }
+    }
+
+    /// A timestamp value, if `micros` is one kappa holds.
+    pub fn timestamp(micros: i64) -> Value {
+        if crate::calendar::timestamp_valid(micros) {
+            Value::Timestamp(micros)
+        } else {
+            Value::Null
         }
     }
 }
@@ -161,6 +209,18 @@ impl Ord for Value {
             (Float(a), Float(b)) => a.cmp(b),
             (Str(a), Str(b)) => a.as_bytes().cmp(b.as_bytes()),
             (Null, Null) => Ordering::Equal,
+            (Bool(a), Bool(b)) => a.cmp(b),
+            (Date(a), Date(b)) => a.cmp(b),
+            (Timestamp(a), Timestamp(b)) => a.cmp(b),
+            // A date is the instant of its midnight, and sorts before a
+            // timestamp at that instant (consistent with structural `Eq`).
+            (Date(a), Timestamp(b)) => i64::from(*a)
+                .saturating_mul(crate::calendar::MICROS_PER_DAY)
+                .cmp(b)
+                .then(Ordering::Less),
+            (Timestamp(a), Date(b)) => a
+                .cmp(&i64::from(*b).saturating_mul(crate::calendar::MICROS_PER_DAY))
+                .then(Ordering::Greater),
             // Mixed numbers compare by value; an integer sorts before an equal
             // float so that the order stays consistent with structural `Eq`.
             (Int(a), Float(b)) => (*a as f64).total_cmp(&b.get()).then(Ordering::Less),
@@ -179,6 +239,9 @@ impl fmt::Display for Value {
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{:?}", x.get()),
             Value::Str(s) => f.write_str(s),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Date(d) => crate::calendar::write_date(*d, f),
+            Value::Timestamp(t) => crate::calendar::write_timestamp(*t, f),
         }
     }
 }
@@ -270,7 +333,45 @@ mod tests {
             (-1e6f64..1e6).prop_map(Value::float),
             (-3i64..3).prop_map(|i| Value::float(i as f64)),
             "[a-c]{0,3}".prop_map(|s| Value::str(&s)),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i32..3).prop_map(Value::Date),
+            (-3i64..3).prop_map(|d| Value::Timestamp(d * crate::calendar::MICROS_PER_DAY / 2)),
         ]
+    }
+
+    #[test]
+    fn booleans_dates_and_timestamps_order_as_instants_and_store_as_text() {
+        let day = crate::calendar::MICROS_PER_DAY;
+        let mut v = [
+            Value::str("a"),
+            Value::Timestamp(day / 2),
+            Value::Date(1),
+            Value::Timestamp(0),
+            Value::Date(0),
+            Value::Int(5),
+            Value::Bool(true),
+            Value::Bool(false),
+        ];
+        v.sort();
+        let text: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+        assert_eq!(
+            text,
+            [
+                "false",
+                "true",
+                "5",
+                "1970-01-01",
+                "1970-01-01 00:00:00",
+                "1970-01-01 12:00:00",
+                "1970-01-02",
+                "a"
+            ]
+        );
+        assert_eq!(*Value::Date(0).stored(), Value::str("1970-01-01"));
+        assert_eq!(*Value::Bool(true).stored(), Value::str("true"));
+        assert_eq!(*Value::Int(3).stored(), Value::Int(3));
+        assert_eq!(Value::date(i32::MAX), Value::Null);
+        assert_eq!(Value::timestamp(i64::MIN), Value::Null);
     }
 
     proptest! {

@@ -646,7 +646,7 @@ fn table_as_json(w: &World, output: &str) -> Vec<String> {
                     kappa::value::Value::Null => serde_json::Value::Null,
                     kappa::value::Value::Int(i) => (*i).into(),
                     kappa::value::Value::Float(x) => x.get().into(),
-                    kappa::value::Value::Str(s) => s.to_string().into(),
+                    other => other.to_string().into(),
                 };
                 object.insert(name.clone(), json);
             }

@@ -43,7 +43,7 @@ fn duckdb_python() -> Option<String> {
 /// kappa's values (null for NULL), sorted.
 fn duckdb_rows(python: &str, query: &str, tables: &[(&str, &str)]) -> Vec<Vec<Value>> {
     const SCRIPT: &str = r#"
-import decimal, duckdb, json, sys
+import datetime, decimal, duckdb, json, sys
 con = duckdb.connect()
 for spec in sys.argv[2:]:
     name, path = spec.split("=", 1)
@@ -53,6 +53,9 @@ def cell(v):
     if v is None: return None
     if isinstance(v, bool): return "true" if v else "false"
     if isinstance(v, decimal.Decimal): return float(v)
+    if isinstance(v, datetime.datetime):
+        t = v.isoformat(sep=" ")
+        return t.rstrip("0") if "." in t else t
     if isinstance(v, (int, float, str)): return v
     return str(v)
 print(json.dumps([[cell(v) for v in r] for r in rows]))
@@ -145,12 +148,14 @@ fn difference(kappa: &[Vec<Value>], duckdb: &[Vec<Value>]) -> String {
     )
 }
 
-/// Orders (`id,customer,amount,price,status,note`) with nulls and repeats,
-/// and customers (`name,city,tier`), one of them without orders and some
-/// orders without a customer.
+/// Orders (`id,customer,amount,price,status,note,placed,stamp,rush`: a date,
+/// a timestamp `stamp` with fractions of seconds and a boolean, each sometimes
+/// null) with nulls and repeats, and customers (`name,city,tier`), one of
+/// them without orders and some orders without a customer.
 fn tables(w: &World) -> (String, String) {
     let mut rng = Rng(0x5eed_5a1e);
-    let mut orders = String::from("id,customer,amount,price,status,note\n");
+    let mut when = Rng(0xda7e);
+    let mut orders = String::from("id,customer,amount,price,status,note,placed,stamp,rush\n");
     for id in 1..=400 {
         let customer = if rng.below(20) == 0 {
             String::new()
@@ -165,8 +170,25 @@ fn tables(w: &World) -> (String, String) {
         let price = format!("{}.{:02}", rng.below(100), rng.below(100));
         let status = ["paid", "open", "void"][rng.below(3) as usize];
         let note = ["rush order", "gift", "", "50% off", "Gift wrap"][rng.below(5) as usize];
+        let (placed, stamp, rush) = if when.below(15) == 0 {
+            (String::new(), String::new(), String::new())
+        } else {
+            let day = 1 + when.below(28);
+            let month = 1 + when.below(3);
+            let fraction = ["", ".5", ".125"][when.below(3) as usize];
+            (
+                format!("2024-{month:02}-{day:02}"),
+                format!(
+                    "2024-{month:02}-{day:02} {:02}:{:02}:{:02}{fraction}",
+                    when.below(24),
+                    when.below(60),
+                    when.below(60)
+                ),
+                ["true", "false"][when.below(2) as usize].to_string(),
+            )
+        };
         orders.push_str(&format!(
-            "{id},{customer},{amount},{price},{status},{note}\n"
+            "{id},{customer},{amount},{price},{status},{note},{placed},{stamp},{rush}\n"
         ));
     }
     let mut customers = String::from("name,city,tier\n");
@@ -260,6 +282,17 @@ const QUERIES: &[&str] = &[
     "SELECT customer, id, rn FROM (SELECT customer, id, ROW_NUMBER() OVER (PARTITION BY customer ORDER BY amount DESC NULLS LAST, id) AS rn FROM orders) t WHERE rn <= 2",
     "SELECT * FROM (SELECT status, id, price, row_number() OVER (PARTITION BY status, customer IS NULL ORDER BY price * 2, id DESC) AS r FROM orders) AS x WHERE r < 3 AND price > 10",
     "SELECT id, ROW_NUMBER() OVER (ORDER BY price DESC, id) AS n FROM orders WHERE status = 'void'",
+    // Dates, timestamps and booleans, typed by their use: DATE/TIMESTAMP
+    // literals, text compared with dates, INTERVAL arithmetic (months clamp
+    // to the month's end), EXTRACT, date_trunc, CAST, boolean conditions.
+    "SELECT id, placed FROM orders WHERE placed >= DATE '2024-02-10' AND placed < '2024-03-01'",
+    "SELECT id, stamp + INTERVAL '1' MONTH AS later, stamp - INTERVAL '90' MINUTE AS earlier,      placed + INTERVAL '1 day 12 hours' AS after FROM orders WHERE stamp < TIMESTAMP '2024-01-20 12:00:00'",
+    "SELECT extract(month FROM stamp) AS m, extract(dow FROM stamp) AS dow, extract(hour FROM stamp) AS h,      count(*) AS n, min(stamp) AS first, max(stamp) AS last FROM orders GROUP BY 1, 2, 3",
+    "SELECT date_trunc('week', stamp) AS week, rush, count(*) AS n, sum(price) AS s FROM orders GROUP BY 1, 2",
+    "SELECT id, CAST(stamp AS DATE) AS day, CAST(placed AS TIMESTAMP) AS midnight,      CAST(rush AS INTEGER) AS r FROM orders WHERE rush AND stamp BETWEEN '2024-02-01' AND '2024-02-15 23:00'",
+    "SELECT id FROM orders WHERE NOT rush OR rush IS NULL AND extract(year FROM placed) = 2024",
+    "SELECT o.id, p.id AS next FROM orders o JOIN orders p ON o.customer = p.customer      AND p.stamp BETWEEN o.stamp AND o.stamp + INTERVAL '2' DAY AND p.id <> o.id",
+    "SELECT customer, max(stamp) - INTERVAL '1' HOUR AS cutoff FROM orders GROUP BY customer",
 ];
 
 #[test]
@@ -632,6 +665,26 @@ fn sql_errors_name_line_and_column() {
         (
             "SELECT id FROM orders o WHERE\n  customer NOT IN (SELECT name FROM customers c WHERE c.tier = o.amount)",
             "q.sql:2:20: NOT IN with a correlated subquery",
+        ),
+        (
+            "SELECT id FROM orders WHERE placed > DATE '2024-02-30'",
+            "q.sql:1:43: '2024-02-30' is not a date (write YYYY-MM-DD",
+        ),
+        (
+            "SELECT id FROM orders WHERE stamp > now() - INTERVAL '1' HOUR",
+            "q.sql:1:37: now reads the wall clock, and a job's output depends on its inputs only",
+        ),
+        (
+            "SELECT id FROM orders WHERE placed < current_date",
+            "q.sql:1:38: current_date reads the wall clock",
+        ),
+        (
+            "SELECT stamp * INTERVAL '2' DAY FROM orders",
+            "q.sql:1:25: the operator * with an INTERVAL (only date ± INTERVAL)",
+        ),
+        (
+            "SELECT extract(century FROM stamp) FROM orders",
+            "q.sql:1:29: the field CENTURY",
         ),
         (
             "SELECT id FROM orders WHERE amount > 3 OR EXISTS (SELECT 1 FROM customers)",

@@ -25,19 +25,29 @@ fn prefix(row: &Row) -> u64 {
     row.first().map_or(0, value_prefix)
 }
 
-/// Two bits of kind (null < numbers < strings), then 62 bits of the value:
-/// a number as its float's order-preserving bits (an integer converts to
-/// the nearest float, which is monotone), a string as its first bytes.
+/// Three bits of kind (null < booleans < numbers < dates and timestamps <
+/// strings), then 61 bits of the value: a number as its float's
+/// order-preserving bits (an integer converts to the nearest float, which
+/// is monotone), a date or timestamp as its instant in microseconds, a
+/// string as its first bytes.
 fn value_prefix(v: &Value) -> u64 {
+    let kind = |k: u64, bits: u64| (k << 61) | (bits >> 3);
+    let instant = |micros: i64| (micros as u64) ^ (1 << 63);
     match v {
         Value::Null => 0,
-        Value::Int(i) => (1 << 62) | (ordered_bits(*i as f64) >> 2),
-        Value::Float(f) => (1 << 62) | (ordered_bits(f.get()) >> 2),
+        Value::Bool(b) => kind(1, u64::from(*b) << 63),
+        Value::Int(i) => kind(2, ordered_bits(*i as f64)),
+        Value::Float(f) => kind(2, ordered_bits(f.get())),
+        Value::Date(d) => kind(
+            3,
+            instant(i64::from(*d).saturating_mul(crate::calendar::MICROS_PER_DAY)),
+        ),
+        Value::Timestamp(t) => kind(3, instant(*t)),
         Value::Str(s) => {
             let mut bytes = [0u8; 8];
             let n = s.len().min(8);
             bytes[..n].copy_from_slice(&s.as_bytes()[..n]);
-            (2 << 62) | (u64::from_be_bytes(bytes) >> 2)
+            kind(4, u64::from_be_bytes(bytes))
         }
     }
 }
@@ -163,6 +173,15 @@ mod tests {
                 Just("\u{ff}")
             ]
             .prop_map(Value::str),
+            any::<bool>().prop_map(Value::Bool),
+            (-2i32..2).prop_map(Value::Date),
+            prop_oneof![
+                Just(-1),
+                Just(0),
+                Just(1),
+                Just(crate::calendar::MICROS_PER_DAY)
+            ]
+            .prop_map(Value::Timestamp),
         ]
     }
 
@@ -174,6 +193,8 @@ mod tests {
     fn prefixes_are_monotone_on_neighbours() {
         let mut values = vec![
             Value::Null,
+            Value::Bool(false),
+            Value::Bool(true),
             Value::Int(i64::MIN),
             Value::float(-1e300),
             Value::Int(-1),
@@ -185,6 +206,12 @@ mod tests {
             Value::Int(9007199254740993),
             Value::Int(i64::MAX),
             Value::float(f64::INFINITY),
+            Value::Date(-1),
+            Value::Timestamp(-1),
+            Value::Date(0),
+            Value::Timestamp(0),
+            Value::Timestamp(7),
+            Value::Date(1),
             Value::str(""),
             Value::str("a"),
             Value::str("abcdefgh1"),

@@ -473,6 +473,9 @@ fn type_name(t: ColumnType) -> &'static str {
         ColumnType::Float => "float",
         ColumnType::Number => "number",
         ColumnType::Str => "text",
+        ColumnType::Bool => "boolean",
+        ColumnType::Date => "date",
+        ColumnType::Timestamp => "timestamp",
         ColumnType::Any | ColumnType::Time(..) => "inferred",
     }
 }

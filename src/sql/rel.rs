@@ -663,13 +663,15 @@ pub struct ExplainContext<'a> {
 }
 
 fn show(e: &Scalar) -> String {
-    use super::scalar::{Arith, Compare};
+    use super::scalar::{Arith, Compare, Func};
     let b = |a: &Scalar, op: &str, c: &Scalar| format!("({} {op} {})", show(a), show(c));
     match e {
         Scalar::Column(i) => format!("#{i}"),
         Scalar::Literal(v) => match v {
             crate::value::Value::Null => "null".into(),
             crate::value::Value::Str(s) => format!("'{}'", s.replace('\'', "''")),
+            crate::value::Value::Date(_) => format!("date '{v}'"),
+            crate::value::Value::Timestamp(_) => format!("timestamp '{v}'"),
             v => v.to_string(),
         },
         Scalar::Neg(x) => format!("-{}", show(x)),
@@ -710,6 +712,13 @@ fn show(e: &Scalar) -> String {
             format!("{s} else {} end", show(otherwise))
         }
         Scalar::Cast(x, to) => format!("cast({} as {to:?})", show(x)).to_lowercase(),
+        Scalar::Shift(x, by) => format!("({} + interval '{by}')", show(x)),
+        Scalar::Call(Func::Extract(field), args) => {
+            format!("extract({field:?} from {})", show(&args[0])).to_lowercase()
+        }
+        Scalar::Call(Func::DateTrunc(field), args) => {
+            format!("date_trunc('{field:?}', {})", show(&args[0])).to_lowercase()
+        }
         Scalar::Call(f, args) => format!(
             "{}({})",
             format!("{f:?}").to_lowercase(),

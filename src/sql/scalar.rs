@@ -5,8 +5,12 @@
 //! in the README's SQL section:
 //! - Three-valued logic: a comparison with null is null, `AND`/`OR` follow
 //!   Kleene's tables, `WHERE` keeps a row only when its condition is true.
-//! - Booleans are the text values `true` and `false`, as the JSON readers
-//!   already give them.
+//! - Booleans are [`Value::Bool`]; the text values `true` and `false` (as
+//!   an inferred JSON or CSV column gives them) count as booleans too.
+//! - Dates and timestamps are [`Value::Date`] and [`Value::Timestamp`]
+//!   ([`crate::calendar`]): a date plus or minus an integer is a date, the
+//!   difference of two dates an integer number of days, a date or timestamp
+//!   plus an interval a timestamp; a result outside years 1 to 9999 is null.
 //! - Integer arithmetic is exact; a result beyond `i64` becomes a float
 //!   (as `sum` does). `/` of two integers truncates (PostgreSQL, Flink);
 //!   division or modulo by zero is null (DuckDB), never an error, so that a
@@ -21,6 +25,7 @@ use std::cmp::Ordering;
 
 use compact_str::{CompactString, ToCompactString};
 
+use crate::calendar::{self, Field, Interval};
 use crate::value::{F64, Value};
 
 /// A bound expression over the columns of one row.
@@ -68,6 +73,8 @@ pub enum Scalar {
     },
     /// `x [NOT] IN (a, b, ...)`.
     InList(Box<Scalar>, Vec<Scalar>, bool),
+    /// A date or timestamp plus an interval: a timestamp.
+    Shift(Box<Scalar>, Interval),
 }
 
 /// Arithmetic operators.
@@ -126,6 +133,10 @@ pub enum CastTo {
     Text,
     /// `BOOLEAN`.
     Bool,
+    /// `DATE` (a timestamp's date; text as `YYYY-MM-DD`, or a timestamp's text).
+    Date,
+    /// `TIMESTAMP` (a date's midnight; ISO text).
+    Timestamp,
 }
 
 /// Scalar functions.
@@ -165,6 +176,17 @@ pub enum Func {
     Greatest,
     /// The smallest non-null argument.
     Least,
+    /// `EXTRACT(field FROM d)` of a date or timestamp.
+    Extract(Field),
+    /// `date_trunc('field', d)`: a date stays a date.
+    DateTrunc(Field),
+    /// `to_timestamp(seconds)`: seconds since 1970-01-01 (a fraction kept to
+    /// the microsecond).
+    ToTimestamp,
+    /// `epoch_ms(ms)`: milliseconds since 1970-01-01.
+    EpochMs,
+    /// `make_date(year, month, day)`.
+    MakeDate,
 }
 
 impl Func {
@@ -188,19 +210,24 @@ impl Func {
             "concat" => (Func::ConcatFn, 1..=usize::MAX),
             "greatest" => (Func::Greatest, 1..=usize::MAX),
             "least" => (Func::Least, 1..=usize::MAX),
+            "to_timestamp" => (Func::ToTimestamp, 1..=1),
+            "epoch_ms" => (Func::EpochMs, 1..=1),
+            "make_date" => (Func::MakeDate, 3..=3),
             _ => return None,
         })
     }
 }
 
-/// The SQL text of a boolean.
+/// A boolean value.
 pub fn boolean(b: bool) -> Value {
-    Value::str(if b { "true" } else { "false" })
+    Value::Bool(b)
 }
 
-/// A value as a truth value: null (and any other text) is unknown.
+/// A value as a truth value: null (and any text but `true` and `false`) is
+/// unknown.
 pub fn truth(v: &Value) -> Option<bool> {
     match v {
+        Value::Bool(b) => Some(*b),
         Value::Str(s) if s == "true" => Some(true),
         Value::Str(s) if s == "false" => Some(false),
         _ => None,
@@ -283,6 +310,10 @@ impl Scalar {
                 }
                 tri(found.map(|f| f != *negated))
             }
+            Scalar::Shift(x, by) => match instant(&x.eval(row)) {
+                Some(t) => shift(t, *by),
+                None => Value::Null,
+            },
         }
     }
 
@@ -309,7 +340,11 @@ impl Scalar {
     fn children(&self) -> Vec<&Scalar> {
         match self {
             Scalar::Column(_) | Scalar::Literal(_) => vec![],
-            Scalar::Neg(x) | Scalar::Not(x) | Scalar::IsNull(x, _) | Scalar::Cast(x, _) => vec![x],
+            Scalar::Neg(x)
+            | Scalar::Not(x)
+            | Scalar::IsNull(x, _)
+            | Scalar::Cast(x, _)
+            | Scalar::Shift(x, _) => vec![x],
             Scalar::Arith(_, a, b)
             | Scalar::Compare(_, a, b)
             | Scalar::And(a, b)
@@ -337,9 +372,11 @@ impl Scalar {
         f(self);
         match self {
             Scalar::Column(_) | Scalar::Literal(_) => {}
-            Scalar::Neg(x) | Scalar::Not(x) | Scalar::IsNull(x, _) | Scalar::Cast(x, _) => {
-                x.visit_mut(f)
-            }
+            Scalar::Neg(x)
+            | Scalar::Not(x)
+            | Scalar::IsNull(x, _)
+            | Scalar::Cast(x, _)
+            | Scalar::Shift(x, _) => x.visit_mut(f),
             Scalar::Arith(_, a, b)
             | Scalar::Compare(_, a, b)
             | Scalar::And(a, b)
@@ -429,6 +466,16 @@ pub fn sql_cmp(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Null, _) | (_, Value::Null) => None,
         (Value::Int(x), Value::Float(y)) => Some(cmp_int_float(*x, y.get())),
         (Value::Float(x), Value::Int(y)) => Some(cmp_int_float(*y, x.get()).reverse()),
+        (Value::Date(d), Value::Timestamp(t)) => Some(calendar::date_to_timestamp(*d).cmp(t)),
+        (Value::Timestamp(t), Value::Date(d)) => Some(t.cmp(&calendar::date_to_timestamp(*d))),
+        // Text met by a date or timestamp (an inferred column compared with
+        // a typed one) is read as one; text that is not one is unknown.
+        (Value::Str(s), t @ (Value::Date(_) | Value::Timestamp(_))) => {
+            sql_cmp(&Value::timestamp(calendar::parse_timestamp(s)?), t)
+        }
+        (t @ (Value::Date(_) | Value::Timestamp(_)), Value::Str(s)) => {
+            sql_cmp(t, &Value::timestamp(calendar::parse_timestamp(s)?))
+        }
         (a, b) => Some(a.cmp(b)),
     }
 }
@@ -451,7 +498,41 @@ fn cmp_int_float(i: i64, f: f64) -> Ordering {
     }
 }
 
+/// A date or timestamp as microseconds since the epoch. Text (an inferred
+/// value, such as `max` of a column read without a type) is read as a
+/// timestamp; anything else is not one.
+fn instant(v: &Value) -> Option<i64> {
+    match v {
+        Value::Date(d) => Some(calendar::date_to_timestamp(*d)),
+        Value::Timestamp(t) => Some(*t),
+        Value::Str(s) => calendar::parse_timestamp(s),
+        _ => None,
+    }
+}
+
+fn shift(micros: i64, by: Interval) -> Value {
+    calendar::add_to_timestamp(micros, by).map_or(Value::Null, Value::Timestamp)
+}
+
+/// Date arithmetic: date ± days, date − date.
+fn date_arith(op: Arith, a: &Value, b: &Value) -> Option<Value> {
+    let days = |d: i32, n: i64| calendar::add_days(d, n).map_or(Value::Null, Value::Date);
+    Some(match (op, a, b) {
+        (Arith::Add, Value::Date(d), Value::Int(n))
+        | (Arith::Add, Value::Int(n), Value::Date(d)) => days(*d, *n),
+        (Arith::Sub, Value::Date(d), Value::Int(n)) => match n.checked_neg() {
+            Some(n) => days(*d, n),
+            None => Value::Null,
+        },
+        (Arith::Sub, Value::Date(x), Value::Date(y)) => Value::Int(i64::from(*x) - i64::from(*y)),
+        _ => return None,
+    })
+}
+
 fn arith(op: Arith, a: Value, b: Value) -> Value {
+    if let Some(v) = date_arith(op, &a, &b) {
+        return v;
+    }
     match (a, b) {
         (Value::Int(x), Value::Int(y)) => {
             let exact = match op {
@@ -500,6 +581,26 @@ fn float(x: f64) -> Value {
 pub fn cast(v: Value, to: CastTo) -> Value {
     match (to, v) {
         (_, Value::Null) => Value::Null,
+        (CastTo::Text, v) => Value::Str(v.to_compact_string()),
+        (CastTo::Date, Value::Date(d)) => Value::Date(d),
+        (CastTo::Date, Value::Timestamp(t)) => Value::date(calendar::timestamp_to_date(t)),
+        (CastTo::Date, Value::Str(s)) => match calendar::parse_date(&s) {
+            Some(d) => Value::Date(d),
+            None => calendar::parse_timestamp(&s)
+                .map_or(Value::Null, |t| Value::date(calendar::timestamp_to_date(t))),
+        },
+        (CastTo::Timestamp, Value::Timestamp(t)) => Value::Timestamp(t),
+        (CastTo::Timestamp, Value::Date(d)) => Value::timestamp(calendar::date_to_timestamp(d)),
+        (CastTo::Timestamp, Value::Str(s)) => {
+            calendar::parse_timestamp(&s).map_or(Value::Null, Value::Timestamp)
+        }
+        (CastTo::Date | CastTo::Timestamp, _) => Value::Null,
+        (CastTo::Int, Value::Bool(b)) => Value::Int(i64::from(b)),
+        (CastTo::Bool, Value::Bool(b)) => Value::Bool(b),
+        (CastTo::Int | CastTo::Float | CastTo::Bool, Value::Date(_) | Value::Timestamp(_)) => {
+            Value::Null
+        }
+        (CastTo::Float, Value::Bool(_)) => Value::Null,
         (CastTo::Int, Value::Int(i)) => Value::Int(i),
         (CastTo::Int, Value::Float(f)) => round_to_int(f.get()),
         (CastTo::Int, Value::Str(s)) => match s.trim().parse::<i64>() {
@@ -515,7 +616,6 @@ pub fn cast(v: Value, to: CastTo) -> Value {
             Ok(f) if f.is_finite() => Value::float(f),
             _ => Value::Null,
         },
-        (CastTo::Text, v) => Value::Str(v.to_compact_string()),
         (CastTo::Bool, Value::Int(i)) => boolean(i != 0),
         (CastTo::Bool, Value::Float(f)) => boolean(f.get() != 0.0),
         (CastTo::Bool, Value::Str(s)) => match s.trim().to_ascii_lowercase().as_str() {
@@ -604,7 +704,61 @@ fn call(f: Func, args: &[Scalar], row: &[Value]) -> Value {
                 if better { v } else { best }
             })
             .unwrap_or(Value::Null),
+        Func::Extract(field) => extract(field, arg(0)),
+        Func::DateTrunc(field) => {
+            let v = arg(0);
+            match instant(&v).and_then(|t| calendar::truncate(field, t)) {
+                Some(t) if matches!(v, Value::Date(_)) => {
+                    Value::date(calendar::timestamp_to_date(t))
+                }
+                Some(t) => Value::Timestamp(t),
+                None => Value::Null,
+            }
+        }
+        Func::ToTimestamp => match arg(0) {
+            Value::Int(s) => s
+                .checked_mul(1_000_000)
+                .map_or(Value::Null, Value::timestamp),
+            Value::Float(s) => {
+                let micros = (s.get() * 1e6).round();
+                if micros.abs() < 9.2e18 {
+                    Value::timestamp(micros as i64)
+                } else {
+                    Value::Null
+                }
+            }
+            _ => Value::Null,
+        },
+        Func::EpochMs => match arg(0) {
+            Value::Int(ms) => ms.checked_mul(1000).map_or(Value::Null, Value::timestamp),
+            _ => Value::Null,
+        },
+        Func::MakeDate => match (arg(0), arg(1), arg(2)) {
+            (Value::Int(y), Value::Int(m), Value::Int(d)) => {
+                match (i32::try_from(y), u32::try_from(m), u32::try_from(d)) {
+                    (Ok(y), Ok(m), Ok(d)) => {
+                        calendar::date_from_ymd(y, m, d).map_or(Value::Null, Value::Date)
+                    }
+                    _ => Value::Null,
+                }
+            }
+            _ => Value::Null,
+        },
     }
+}
+
+/// `EXTRACT(field FROM v)`: an integer (the epoch with a fraction, a float).
+fn extract(field: Field, v: Value) -> Value {
+    let Some(micros) = instant(&v) else {
+        return Value::Null;
+    };
+    if field == Field::Epoch {
+        return match calendar::epoch_seconds(micros) {
+            Ok(s) => Value::Int(s),
+            Err(s) => Value::float(s),
+        };
+    }
+    calendar::extract(field, micros).map_or(Value::Null, Value::Int)
 }
 
 fn trim(f: Func, s: Value, chars: Option<Value>) -> Value {
@@ -853,5 +1007,87 @@ mod tests {
         assert_eq!(cast(Value::str("x"), CastTo::Int), Value::Null);
         assert_eq!(cast(Value::float(2.5), CastTo::Int), Value::Int(3));
         assert_eq!(cast(Value::Int(2), CastTo::Text), Value::str("2"));
+    }
+
+    #[test]
+    fn dates_timestamps_and_intervals() {
+        let d = |s: &str| Value::Date(calendar::parse_date(s).unwrap());
+        let ts = |s: &str| Value::Timestamp(calendar::parse_timestamp(s).unwrap());
+        assert_eq!(
+            arith(Arith::Add, d("2024-02-28"), Value::Int(1)),
+            d("2024-02-29")
+        );
+        assert_eq!(
+            arith(Arith::Sub, d("2024-03-01"), d("2024-02-01")),
+            Value::Int(29)
+        );
+        assert_eq!(
+            arith(Arith::Add, d("9999-12-31"), Value::Int(1)),
+            Value::Null
+        );
+        assert_eq!(
+            arith(Arith::Sub, d("2024-03-01"), Value::Int(i64::MIN)),
+            Value::Null
+        );
+        let month = Interval {
+            months: 1,
+            micros: 0,
+        };
+        let shifted = Scalar::Shift(Box::new(lit(d("2024-01-31"))), month);
+        assert_eq!(shifted.eval(&[]), ts("2024-02-29 00:00:00"));
+        // Text where a date or timestamp is needed is read as one.
+        let text = Scalar::Shift(Box::new(lit(Value::str("2024-01-31 10:00"))), month);
+        assert_eq!(text.eval(&[]), ts("2024-02-29 10:00:00"));
+        let at = Value::str("2024-01-01 10:00");
+        assert_eq!(compare(Compare::Lt, &at, &d("2024-01-02")), Some(true));
+        assert_eq!(
+            compare(Compare::Eq, &d("2024-01-01"), &ts("2024-01-01 00:00")),
+            Some(true)
+        );
+        assert_eq!(
+            compare(Compare::Eq, &Value::str("x"), &d("2024-01-02")),
+            None
+        );
+        assert_eq!(
+            cast(Value::str("2024-01-02 10:00:00"), CastTo::Date),
+            d("2024-01-02")
+        );
+        assert_eq!(cast(d("2024-01-02"), CastTo::Timestamp), ts("2024-01-02"));
+        assert_eq!(
+            cast(d("2024-01-02"), CastTo::Text),
+            Value::str("2024-01-02")
+        );
+        assert_eq!(cast(Value::str("nope"), CastTo::Timestamp), Value::Null);
+        assert_eq!(cast(Value::Bool(true), CastTo::Int), Value::Int(1));
+        assert_eq!(cast(Value::str("t"), CastTo::Bool), Value::Bool(true));
+        let call1 = |f: Func, v: Value| Scalar::Call(f, vec![lit(v)]).eval(&[]);
+        let frac = ts("1970-01-01 00:00:01.5");
+        assert_eq!(
+            call1(Func::Extract(Field::Epoch), frac.clone()),
+            Value::float(1.5)
+        );
+        assert_eq!(
+            call1(Func::Extract(Field::Year), d("2024-05-01")),
+            Value::Int(2024)
+        );
+        assert_eq!(
+            call1(Func::DateTrunc(Field::Month), d("2024-05-19")),
+            d("2024-05-01")
+        );
+        assert_eq!(
+            call1(Func::DateTrunc(Field::Second), frac),
+            ts("1970-01-01 00:00:01")
+        );
+        assert_eq!(
+            call1(Func::ToTimestamp, Value::float(1.5)),
+            ts("1970-01-01 00:00:01.5")
+        );
+        assert_eq!(
+            call1(Func::EpochMs, Value::Int(-1)),
+            ts("1969-12-31 23:59:59.999")
+        );
+        assert_eq!(call1(Func::ToTimestamp, Value::Int(i64::MAX)), Value::Null);
+        assert!(Scalar::Literal(Value::Bool(true)).holds(&[]));
+        assert!(Scalar::Literal(Value::str("true")).holds(&[]));
     }
 }

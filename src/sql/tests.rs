@@ -220,3 +220,29 @@ fn unknown_tables_are_named_against_the_given_inputs() {
     assert_eq!(cte.input_names(), ["orders"]);
     cte.check_inputs(&["orders"]).unwrap();
 }
+
+#[test]
+fn date_uses_type_inferred_columns() {
+    let p = plan(
+        "SELECT id FROM orders WHERE note < DATE '2024-01-01' \
+         AND note + INTERVAL '1' DAY > TIMESTAMP '2024-01-01 00:00' AND customer >= DATE '2020-01-01' \
+         AND amount = '2020-01-01'",
+    )
+    .unwrap();
+    let orders = p.inputs.iter().find(|i| i.input == "orders").unwrap();
+    // Used as a date and as a timestamp: read as timestamps; as a date only:
+    // dates; compared with date-like text only: still inferred.
+    assert_eq!(
+        orders.columns,
+        vec![
+            (0, ColumnType::Any),
+            (1, ColumnType::Date),
+            (2, ColumnType::Any),
+            (3, ColumnType::Timestamp)
+        ]
+    );
+    let e = error("SELECT id FROM orders WHERE note + INTERVAL '1 fortnight' > DATE '2024-01-01'");
+    assert_eq!(e.kind, SqlErrorKind::Invalid);
+    let e = error("SELECT id FROM orders WHERE amount + 1 > 2 AND amount < DATE '2024-01-01'");
+    assert_eq!(e.kind, SqlErrorKind::Type);
+}

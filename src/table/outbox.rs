@@ -104,11 +104,11 @@ fn row_json(schema: &OutputSchema, row: &Row, count: Option<i64>) -> String {
 }
 
 fn value_json(v: &Value) -> Json {
-    match v {
+    match &*v.stored() {
         Value::Null => Json::Null,
         Value::Int(i) => Json::from(*i),
         Value::Float(x) => serde_json::Number::from_f64(x.get()).map_or(Json::Null, Json::Number),
-        Value::Str(s) => Json::String(s.to_string()),
+        stored => Json::String(stored.to_string()),
     }
 }
 

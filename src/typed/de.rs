@@ -73,6 +73,8 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
             Value::Int(i) => visitor.visit_i64(*i),
             Value::Float(f) => visitor.visit_f64(f.get()),
             Value::Str(s) => visitor.visit_borrowed_str(s.as_str()),
+            Value::Bool(b) => visitor.visit_bool(*b),
+            Value::Date(_) | Value::Timestamp(_) => visitor.visit_string(self.0.to_string()),
         }
     }
 

@@ -1,6 +1,6 @@
 -- TPC-H Q4 (order priority checking): a correlated EXISTS.
 SELECT o_orderpriority, count(*) AS order_count
 FROM orders
-WHERE o_orderdate >= '1993-07-01' AND o_orderdate < '1993-10-01'
+WHERE o_orderdate >= DATE '1993-07-01' AND o_orderdate < DATE '1993-07-01' + INTERVAL '3' MONTH
   AND EXISTS (SELECT * FROM lineitem WHERE l_orderkey = o_orderkey AND l_commitdate < l_receiptdate)
 GROUP BY o_orderpriority

@@ -7,5 +7,5 @@ WHERE s_suppkey IN (
       AND ps_availqty > (
         SELECT 0.5 * sum(l_quantity) FROM lineitem
         WHERE l_partkey = ps_partkey AND l_suppkey = ps_suppkey
-          AND l_shipdate >= '1994-01-01' AND l_shipdate < '1995-01-01'))
+          AND l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1994-01-01' + INTERVAL '1' YEAR))
   AND s_nationkey = n_nationkey AND n_name = 'CANADA'

@@ -10,6 +10,7 @@ use sqlparser::ast::{self, Spanned};
 
 use super::subquery::ScalarSubquery;
 use super::{Binder, Col, SqlType, names};
+use crate::calendar::{self, Field, Interval, MICROS_PER_DAY};
 use crate::ops::aggregate::AggKind;
 use crate::schema::ColumnType;
 use crate::sql::error::{Pos, SqlError, SqlErrorKind, did_you_mean};
@@ -78,10 +79,12 @@ impl<'s> Cx<'s> {
 
 /// What an operand must be.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Want {
+pub(super) enum Want {
     Number,
     Text,
     Bool,
+    /// A date or a timestamp.
+    Time,
 }
 
 fn pos(e: &impl Spanned) -> Pos {
@@ -148,8 +151,8 @@ impl Binder<'_> {
                 Ok((maybe_not(is, negated), SqlType::Bool))
             }
             E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
-                let (ta, tb) = (self.expr(a, cx)?, self.expr(b, cx)?);
-                self.comparable(&ta, a, &tb, b, cx)?;
+                let (mut ta, mut tb) = (self.expr(a, cx)?, self.expr(b, cx)?);
+                self.comparable(&mut ta, a, &mut tb, b, cx)?;
                 let same = not_distinct(ta.0, tb.0);
                 Ok((
                     maybe_not(same, matches!(e, E::IsDistinctFrom(..))),
@@ -162,10 +165,10 @@ impl Binder<'_> {
                 low,
                 high,
             } => {
-                let t = self.expr(expr, cx)?;
-                let (lo, hi) = (self.expr(low, cx)?, self.expr(high, cx)?);
-                self.comparable(&t, expr, &lo, low, cx)?;
-                self.comparable(&t, expr, &hi, high, cx)?;
+                let mut t = self.expr(expr, cx)?;
+                let (mut lo, mut hi) = (self.expr(low, cx)?, self.expr(high, cx)?);
+                self.comparable(&mut t, expr, &mut lo, low, cx)?;
+                self.comparable(&mut t, expr, &mut hi, high, cx)?;
                 let ge = Scalar::Compare(Compare::GtEq, Box::new(t.0.clone()), Box::new(lo.0));
                 let le = Scalar::Compare(Compare::LtEq, Box::new(t.0), Box::new(hi.0));
                 let both = Scalar::binary(Scalar::And, ge, le);
@@ -177,11 +180,11 @@ impl Binder<'_> {
                 negated,
                 ..
             } => {
-                let t = self.expr(expr, cx)?;
+                let mut t = self.expr(expr, cx)?;
                 let mut items = Vec::new();
                 for item in list {
-                    let ti = self.expr(item, cx)?;
-                    self.comparable(&t, expr, &ti, item, cx)?;
+                    let mut ti = self.expr(item, cx)?;
+                    self.comparable(&mut t, expr, &mut ti, item, cx)?;
                     items.push(ti.0);
                 }
                 Ok((
@@ -282,6 +285,30 @@ impl Binder<'_> {
                 self.call(name, &args, e, cx)
             }
             E::Ceil { expr, .. } => self.call("ceil", &[expr], e, cx),
+            E::Extract { field, expr, .. } => self.extract(field, expr, e, cx),
+            E::TypedString(ts) => {
+                let text = match &ts.value.value {
+                    ast::Value::SingleQuotedString(t) => t,
+                    other => {
+                        return Err(SqlError::unsupported(
+                            pos(e),
+                            format!("the literal {other}"),
+                        ));
+                    }
+                };
+                match cast_target(&ts.data_type, pos(e))? {
+                    (CastTo::Date, ty) | (CastTo::Timestamp, ty) => time_literal(ty, text, pos(e)),
+                    (to, ty) => Ok((
+                        Scalar::Literal(crate::sql::scalar::cast(Value::str(text), to)),
+                        ty,
+                    )),
+                }
+            }
+            E::Interval(_) => Err(SqlError::unsupported(
+                pos(e),
+                "an INTERVAL other than added to or subtracted from a date or timestamp \
+                 (d + INTERVAL '1' DAY) or as a window's size",
+            )),
             E::Floor { expr, .. } => self.call("floor", &[expr], e, cx),
             E::Function(f) => self.function(f, e, cx),
             E::Subquery(q) => self.scalar_subquery(q, e, cx),
@@ -426,8 +453,14 @@ impl Binder<'_> {
         cx: &mut Cx<'_>,
     ) -> Result<Typed, SqlError> {
         use ast::BinaryOperator as B;
-        let l = self.expr(left, cx)?;
-        let r = self.expr(right, cx)?;
+        if let Some(t) = self.interval_arith(left, op, right, cx)? {
+            return Ok(t);
+        }
+        let mut l = self.expr(left, cx)?;
+        let mut r = self.expr(right, cx)?;
+        if let Some(t) = date_arith(&l, op, &r) {
+            return Ok(t);
+        }
         let arith = match op {
             B::Plus => Some(Arith::Add),
             B::Minus => Some(Arith::Sub),
@@ -456,7 +489,7 @@ impl Binder<'_> {
             _ => None,
         };
         if let Some(c) = compare {
-            self.comparable(&l, left, &r, right, cx)?;
+            self.comparable(&mut l, left, &mut r, right, cx)?;
             return Ok((
                 Scalar::Compare(c, Box::new(l.0), Box::new(r.0)),
                 SqlType::Bool,
@@ -483,18 +516,21 @@ impl Binder<'_> {
     /// `code = '007'` reads `code` as text).
     pub(super) fn comparable(
         &mut self,
-        l: &Typed,
+        l: &mut Typed,
         le: &ast::Expr,
-        r: &Typed,
+        r: &mut Typed,
         re: &ast::Expr,
         cx: &mut Cx<'_>,
     ) -> Result<(), SqlError> {
-        let class = |t: SqlType| match t {
-            SqlType::Int | SqlType::Float | SqlType::Number => Some(Want::Number),
-            SqlType::Text => Some(Want::Text),
-            SqlType::Bool => Some(Want::Bool),
-            SqlType::Null | SqlType::Any => None,
-        };
+        text_as_time(l, r.1, le)?;
+        text_as_time(r, l.1, re)?;
+        // An inferred column compared with text that is a date or timestamp
+        // ('2024-03-01') stays inferred: such text compares as the instants
+        // do, and where the column is read as dates for another use, the
+        // text is read as one at the comparison (`scalar::sql_cmp`).
+        if (time_text(l) && r.1 == SqlType::Any) || (time_text(r) && l.1 == SqlType::Any) {
+            return Ok(());
+        }
         match (class(l.1), class(r.1)) {
             (Some(a), Some(b)) if a != b => Err(SqlError::new(
                 SqlErrorKind::Type,
@@ -505,15 +541,42 @@ impl Binder<'_> {
                     r.1.name()
                 ),
             )),
-            (Some(a), None) => self.want(r, a, re, cx),
-            (None, Some(b)) => self.want(l, b, le, cx),
+            (Some(_), None) => self.read_as(r, l.1, re, cx),
+            (None, Some(_)) => self.read_as(l, r.1, le, cx),
+            _ => Ok(()),
+        }
+    }
+
+    /// An operand compared with a value of type `like`: an inferred input
+    /// column is read as that type (`d < DATE '1994-01-01'` reads `d` as
+    /// dates).
+    fn read_as(
+        &mut self,
+        t: &Typed,
+        like: SqlType,
+        e: &ast::Expr,
+        cx: &Cx<'_>,
+    ) -> Result<(), SqlError> {
+        let ty = match like {
+            SqlType::Date => ColumnType::Date,
+            SqlType::Timestamp => ColumnType::Timestamp,
+            _ => return self.want(t, class(like).expect("a typed operand"), e, cx),
+        };
+        match (t.1, origin(t, cx)) {
+            (SqlType::Any, Some(o)) => self.need(o, ty, pos(e)),
             _ => Ok(()),
         }
     }
 
     /// Checks (and for inferred input columns, records) that an operand is
     /// of the wanted kind.
-    fn want(&mut self, t: &Typed, want: Want, e: &ast::Expr, cx: &Cx<'_>) -> Result<(), SqlError> {
+    pub(super) fn want(
+        &mut self,
+        t: &Typed,
+        want: Want,
+        e: &ast::Expr,
+        cx: &Cx<'_>,
+    ) -> Result<(), SqlError> {
         let ok = match want {
             Want::Number => matches!(
                 t.1,
@@ -521,25 +584,30 @@ impl Binder<'_> {
             ),
             Want::Text => matches!(t.1, SqlType::Text | SqlType::Null),
             Want::Bool => matches!(t.1, SqlType::Bool | SqlType::Null),
+            Want::Time => matches!(t.1, SqlType::Date | SqlType::Timestamp | SqlType::Null),
         };
         if ok {
             return Ok(());
         }
         if t.1 == SqlType::Any {
-            let origin = match &t.0 {
-                Scalar::Column(i) => cx.col(*i).and_then(|c| c.origin),
-                _ => None,
+            let Some(o) = origin(t, cx) else {
+                return Ok(());
             };
-            return match (origin, want) {
-                (Some(o), Want::Number) => self.need(o, ColumnType::Number, pos(e)),
-                (Some(o), Want::Text) => self.need(o, ColumnType::Str, pos(e)),
-                _ => Ok(()),
+            // A column whose use does not say date or timestamp is read as
+            // timestamps, which take dates too.
+            let ty = match want {
+                Want::Number => ColumnType::Number,
+                Want::Text => ColumnType::Str,
+                Want::Bool => ColumnType::Bool,
+                Want::Time => ColumnType::Timestamp,
             };
+            return self.need(o, ty, pos(e));
         }
         let wanted = match want {
             Want::Number => "a number",
             Want::Text => "text",
             Want::Bool => "a boolean",
+            Want::Time => "a date or a timestamp",
         };
         Err(SqlError::new(
             SqlErrorKind::Type,
@@ -555,14 +623,14 @@ impl Binder<'_> {
         otherwise: Option<&ast::Expr>,
         cx: &mut Cx<'_>,
     ) -> Result<Typed, SqlError> {
-        let subject = operand.map(|o| self.expr(o, cx)).transpose()?;
+        let mut subject = operand.map(|o| self.expr(o, cx)).transpose()?;
         let mut branches = Vec::new();
         let mut ty = SqlType::Null;
         for w in conditions {
-            let c = self.expr(&w.condition, cx)?;
-            let cond = match &subject {
+            let mut c = self.expr(&w.condition, cx)?;
+            let cond = match &mut subject {
                 Some(s) => {
-                    self.comparable(s, operand.expect("subject"), &c, &w.condition, cx)?;
+                    self.comparable(s, operand.expect("subject"), &mut c, &w.condition, cx)?;
                     Scalar::Compare(Compare::Eq, Box::new(s.0.clone()), Box::new(c.0))
                 }
                 None => {
@@ -622,7 +690,11 @@ impl Binder<'_> {
             // functions, but a column of that name is what a query means.
             ast::FunctionArguments::None => match f.name.0.as_slice() {
                 [ast::ObjectNamePart::Identifier(i)] => {
-                    return self.column(std::slice::from_ref(i), e, cx);
+                    let column = self.column(std::slice::from_ref(i), e, cx);
+                    return match column {
+                        Err(_) if WALL_CLOCK.contains(&name.as_str()) => Err(wall_clock(&name, at)),
+                        other => other,
+                    };
                 }
                 _ => None,
             },
@@ -660,7 +732,103 @@ impl Binder<'_> {
                 }
             }
         }
+        if WALL_CLOCK.contains(&name.as_str()) {
+            return Err(wall_clock(&name, at));
+        }
+        if name == "date_trunc" {
+            return self.date_trunc(&args, e, cx);
+        }
         self.call(&name, &args, e, cx)
+    }
+
+    /// A date or timestamp plus or minus an `INTERVAL` literal (a
+    /// timestamp); `None` when neither operand is an interval.
+    fn interval_arith(
+        &mut self,
+        left: &ast::Expr,
+        op: &ast::BinaryOperator,
+        right: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Option<Typed>, SqlError> {
+        use ast::BinaryOperator as B;
+        use ast::Expr as E;
+        let (base, iv, negate) = match (left, op, right) {
+            (x, B::Plus, E::Interval(i)) | (E::Interval(i), B::Plus, x) => (x, i, false),
+            (x, B::Minus, E::Interval(i)) => (x, i, true),
+            (E::Interval(_), _, _) | (_, _, E::Interval(_)) => {
+                return Err(SqlError::unsupported(
+                    pos(left).max(pos(right)),
+                    format!("the operator {op} with an INTERVAL (only date ± INTERVAL)"),
+                ));
+            }
+            _ => return Ok(None),
+        };
+        let at = if negate { pos(right) } else { pos(left) };
+        let mut by = interval(iv, at)?;
+        if negate {
+            by = by.negated().ok_or_else(|| interval_too_large(at))?;
+        }
+        let t = self.expr(base, cx)?;
+        self.want(&t, Want::Time, base, cx)?;
+        Ok(Some((Scalar::Shift(Box::new(t.0), by), SqlType::Timestamp)))
+    }
+
+    /// `EXTRACT(field FROM d)`: an integer (the epoch, a number).
+    fn extract(
+        &mut self,
+        field: &ast::DateTimeField,
+        x: &ast::Expr,
+        e: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let f = time_field(&field.to_string(), pos(e))?;
+        let t = self.expr(x, cx)?;
+        self.want(&t, Want::Time, x, cx)?;
+        let ty = if f == Field::Epoch {
+            SqlType::Number
+        } else {
+            SqlType::Int
+        };
+        Ok((Scalar::Call(Func::Extract(f), vec![t.0]), ty))
+    }
+
+    /// `date_trunc('unit', d)`: a date stays a date, anything else is read
+    /// as a timestamp.
+    fn date_trunc(
+        &mut self,
+        args: &[&ast::Expr],
+        e: &ast::Expr,
+        cx: &mut Cx<'_>,
+    ) -> Result<Typed, SqlError> {
+        let unit = match args {
+            [ast::Expr::Value(v), _] => match &v.value {
+                ast::Value::SingleQuotedString(u) => Some(u.as_str()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(unit) = unit else {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                pos(e),
+                "date_trunc takes a unit in quotes and a date or timestamp: date_trunc('hour', ts)",
+            ));
+        };
+        let f = time_field(unit, pos(args[0]))?;
+        if calendar::truncate(f, 0).is_none() {
+            return Err(SqlError::unsupported(
+                pos(args[0]),
+                format!("date_trunc to '{unit}'"),
+            ));
+        }
+        let t = self.expr(args[1], cx)?;
+        self.want(&t, Want::Time, args[1], cx)?;
+        let ty = if t.1 == SqlType::Date {
+            SqlType::Date
+        } else {
+            SqlType::Timestamp
+        };
+        Ok((Scalar::Call(Func::DateTrunc(f), vec![t.0]), ty))
     }
 
     /// A scalar function by name.
@@ -718,6 +886,11 @@ impl Binder<'_> {
         for a in args {
             bound.push(self.expr(a, cx)?);
         }
+        if let [a, b] = &mut bound[..]
+            && func == Func::NullIf
+        {
+            self.comparable(a, args[0], b, args[1], cx)?;
+        }
         let want = |i: usize| -> Option<Want> {
             match func {
                 Func::Lower | Func::Upper | Func::Length | Func::Replace => Some(Want::Text),
@@ -741,10 +914,7 @@ impl Binder<'_> {
                 }
                 ty
             }
-            Func::NullIf => {
-                self.comparable(&bound[0], args[0], &bound[1], args[1], cx)?;
-                bound[0].1
-            }
+            Func::NullIf => bound[0].1,
             Func::Length => SqlType::Int,
             Func::Abs | Func::Floor | Func::Ceil | Func::Round => match bound[0].1 {
                 SqlType::Any => SqlType::Number,
@@ -1027,6 +1197,10 @@ fn cast_target(t: &ast::DataType, at: Pos) -> Result<(CastTo, SqlType), SqlError
         | D::String(_)
         | D::Nvarchar(_) => (CastTo::Text, SqlType::Text),
         D::Boolean | D::Bool => (CastTo::Bool, SqlType::Bool),
+        D::Date => (CastTo::Date, SqlType::Date),
+        D::Timestamp(..) | D::Datetime(_) | D::TimestampNtz(_) => {
+            (CastTo::Timestamp, SqlType::Timestamp)
+        }
         other => {
             return Err(SqlError::unsupported(
                 at,
@@ -1042,12 +1216,9 @@ pub fn declared_type(t: &ast::DataType, at: Pos) -> Result<ColumnType, SqlError>
         (CastTo::Int, _) => ColumnType::Int,
         (CastTo::Float, _) => ColumnType::Float,
         (CastTo::Text, _) => ColumnType::Str,
-        (CastTo::Bool, _) => {
-            return Err(SqlError::unsupported(
-                at,
-                "a BOOLEAN input column (for now)",
-            ));
-        }
+        (CastTo::Bool, _) => ColumnType::Bool,
+        (CastTo::Date, _) => ColumnType::Date,
+        (CastTo::Timestamp, _) => ColumnType::Timestamp,
     })
 }
 
@@ -1082,4 +1253,242 @@ fn lookup(
             return Err(SqlError::unsupported(at, format!("the name {e}")));
         }
     })
+}
+
+/// The kind of value a typed operand is, if it is typed.
+fn class(t: SqlType) -> Option<Want> {
+    match t {
+        SqlType::Int | SqlType::Float | SqlType::Number => Some(Want::Number),
+        SqlType::Text => Some(Want::Text),
+        SqlType::Bool => Some(Want::Bool),
+        SqlType::Date | SqlType::Timestamp => Some(Want::Time),
+        SqlType::Null | SqlType::Any => None,
+    }
+}
+
+/// The input column a bound operand reads as it is, if any.
+fn origin(t: &Typed, cx: &Cx<'_>) -> Option<(usize, usize)> {
+    match &t.0 {
+        Scalar::Column(i) => cx.col(*i).and_then(|c| c.origin),
+        _ => None,
+    }
+}
+
+/// Whether `t` is a text literal holding a date or timestamp.
+fn time_text(t: &Typed) -> bool {
+    matches!(&t.0, Scalar::Literal(Value::Str(text)) if calendar::parse_timestamp(text).is_some())
+}
+
+/// A text literal compared with a date or timestamp is one (as in
+/// PostgreSQL: `d >= '1994-01-01'`); one that is not is an error here,
+/// not a null for every row.
+fn text_as_time(t: &mut Typed, like: SqlType, e: &ast::Expr) -> Result<(), SqlError> {
+    let (Scalar::Literal(Value::Str(text)), SqlType::Date | SqlType::Timestamp) = (&t.0, like)
+    else {
+        return Ok(());
+    };
+    *t = time_literal(like, text, pos(e))?;
+    Ok(())
+}
+
+/// A `DATE '...'` or `TIMESTAMP '...'` literal.
+fn time_literal(ty: SqlType, text: &str, at: Pos) -> Result<Typed, SqlError> {
+    let v = match ty {
+        SqlType::Date => calendar::parse_date(text).map(Value::Date),
+        _ => calendar::parse_timestamp(text).map(Value::Timestamp),
+    };
+    let v = v.ok_or_else(|| {
+        SqlError::new(
+            SqlErrorKind::Invalid,
+            at,
+            format!(
+                "'{text}' is not {} (write {})",
+                ty.name(),
+                if ty == SqlType::Date {
+                    "YYYY-MM-DD, years 1 to 9999"
+                } else {
+                    "YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM], years 1 to 9999"
+                }
+            ),
+        )
+    })?;
+    Ok((Scalar::Literal(v), ty))
+}
+
+/// Arithmetic on dates: date ± integer is a date, date − date an integer
+/// (days); `None` when neither operand is a date or timestamp.
+fn date_arith(l: &Typed, op: &ast::BinaryOperator, r: &Typed) -> Option<Typed> {
+    use ast::BinaryOperator as B;
+    let time = |t: SqlType| matches!(t, SqlType::Date | SqlType::Timestamp);
+    if !time(l.1) && !time(r.1) {
+        return None;
+    }
+    let ty = match (l.1, op, r.1) {
+        (SqlType::Date, B::Plus | B::Minus, SqlType::Int)
+        | (SqlType::Int, B::Plus, SqlType::Date) => SqlType::Date,
+        (SqlType::Date, B::Minus, SqlType::Date) => SqlType::Int,
+        _ => return None,
+    };
+    let a = if *op == B::Plus {
+        Arith::Add
+    } else {
+        Arith::Sub
+    };
+    Some((
+        Scalar::Arith(a, Box::new(l.0.clone()), Box::new(r.0.clone())),
+        ty,
+    ))
+}
+
+/// Functions of the wall clock, which no job may read (an output is a
+/// function of the inputs alone).
+const WALL_CLOCK: &[&str] = &[
+    "now",
+    "current_date",
+    "current_time",
+    "current_timestamp",
+    "localtime",
+    "localtimestamp",
+    "today",
+    "get_current_timestamp",
+];
+
+fn wall_clock(name: &str, at: Pos) -> SqlError {
+    SqlError::new(
+        SqlErrorKind::Unsupported,
+        at,
+        format!(
+            "{name} reads the wall clock, and a job's output depends on its inputs only \
+             (the same answer in batch, stream and replay): use an event-time column"
+        ),
+    )
+}
+
+/// A date or time field by name, for `EXTRACT` and `date_trunc`.
+fn time_field(name: &str, at: Pos) -> Result<Field, SqlError> {
+    Field::by_name(name.trim_matches(['\'', '"'])).ok_or_else(|| {
+        SqlError::unsupported(
+            at,
+            format!(
+                "the field {name} (year, quarter, month, week, day, dow, isodow, doy, hour, \
+                 minute, second, millisecond, microsecond, epoch)"
+            ),
+        )
+    })
+}
+
+fn interval_too_large(at: Pos) -> SqlError {
+    SqlError::new(SqlErrorKind::Invalid, at, "the INTERVAL is too large")
+}
+
+/// An `INTERVAL` literal: `INTERVAL '3' MONTH`, `INTERVAL 3 DAY` or
+/// `INTERVAL '1 day 2 hours'`.
+pub fn interval(iv: &ast::Interval, at: Pos) -> Result<Interval, SqlError> {
+    if iv.last_field.is_some() || iv.fractional_seconds_precision.is_some() {
+        return Err(SqlError::unsupported(at, "an INTERVAL ... TO ... range"));
+    }
+    let (text, negative) = match iv.value.as_ref() {
+        ast::Expr::Value(v) => (interval_text(&v.value), false),
+        ast::Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            ast::Expr::Value(v) => (interval_text(&v.value), true),
+            _ => (None, false),
+        },
+        _ => (None, false),
+    };
+    let bad = |why: &str| {
+        SqlError::new(
+            SqlErrorKind::Invalid,
+            at,
+            format!("INTERVAL {}: {why}", iv.value),
+        )
+    };
+    let text = text.ok_or_else(|| bad("write a number and a unit, as INTERVAL '10' MINUTE"))?;
+    let words: Vec<String> = match &iv.leading_field {
+        Some(f) => vec![text, f.to_string()],
+        None => text.split_whitespace().map(str::to_string).collect(),
+    };
+    if words.is_empty() || !words.len().is_multiple_of(2) {
+        return Err(bad("write amounts with units, as INTERVAL '1 day 2 hours'"));
+    }
+    let mut total = Interval::default();
+    for pair in words.chunks(2) {
+        let part = interval_part(&pair[0], &pair[1]).ok_or_else(|| {
+            bad(
+                "each amount is a number and each unit one of year, quarter, month, week, day, \
+                 hour, minute, second, millisecond, microsecond",
+            )
+        })?;
+        total = Interval {
+            months: total
+                .months
+                .checked_add(part.months)
+                .ok_or_else(|| interval_too_large(at))?,
+            micros: total
+                .micros
+                .checked_add(part.micros)
+                .ok_or_else(|| interval_too_large(at))?,
+        };
+    }
+    if negative {
+        total = total.negated().ok_or_else(|| interval_too_large(at))?;
+    }
+    Ok(total)
+}
+
+fn interval_text(v: &ast::Value) -> Option<String> {
+    match v {
+        ast::Value::SingleQuotedString(s) => Some(s.clone()),
+        ast::Value::Number(n, _) => Some(n.clone()),
+        _ => None,
+    }
+}
+
+/// `amount unit` as an interval: whole months for years, quarters and
+/// months; microseconds (a fraction allowed) for the rest.
+fn interval_part(amount: &str, unit: &str) -> Option<Interval> {
+    let unit = match unit.to_ascii_lowercase().as_str() {
+        "ms" => "millisecond".to_string(),
+        "us" => "microsecond".to_string(),
+        u => u.strip_suffix('s').unwrap_or(u).to_string(),
+    };
+    let unit = unit.as_str();
+    let months = match unit {
+        "year" => Some(12),
+        "quarter" => Some(3),
+        "month" | "mon" => Some(1),
+        _ => None,
+    };
+    if let Some(m) = months {
+        let n: i64 = amount.parse().ok()?;
+        return Interval {
+            months: 1,
+            micros: 0,
+        }
+        .times(n.checked_mul(m)?);
+    }
+    let micros_per: i64 = match unit {
+        "week" => 7 * MICROS_PER_DAY,
+        "day" => MICROS_PER_DAY,
+        "hour" => 3_600_000_000,
+        "minute" | "min" => 60_000_000,
+        "second" | "sec" => 1_000_000,
+        "millisecond" => 1_000,
+        "microsecond" => 1,
+        _ => return None,
+    };
+    let micros = match amount.parse::<i64>() {
+        Ok(n) => n.checked_mul(micros_per)?,
+        Err(_) => {
+            let x: f64 = amount.parse().ok()?;
+            let m = (x * micros_per as f64).round();
+            if !m.is_finite() || m.abs() >= 9.2e18 {
+                return None;
+            }
+            m as i64
+        }
+    };
+    Some(Interval { months: 0, micros })
 }

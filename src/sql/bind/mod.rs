@@ -53,8 +53,12 @@ pub enum SqlType {
     Number,
     /// Text.
     Text,
-    /// A truth value (the text `true`/`false`).
+    /// A truth value.
     Bool,
+    /// A date.
+    Date,
+    /// A timestamp.
+    Timestamp,
     /// An input column read without a declared or required type: each
     /// value is inferred from its text.
     Any,
@@ -75,6 +79,9 @@ impl SqlType {
             ColumnType::Float => SqlType::Float,
             ColumnType::Number => SqlType::Number,
             ColumnType::Str => SqlType::Text,
+            ColumnType::Bool => SqlType::Bool,
+            ColumnType::Date => SqlType::Date,
+            ColumnType::Timestamp => SqlType::Timestamp,
             ColumnType::Any => SqlType::Any,
         }
     }
@@ -87,6 +94,8 @@ impl SqlType {
             SqlType::Number => "a number",
             SqlType::Text => "text",
             SqlType::Bool => "a boolean",
+            SqlType::Date => "a date",
+            SqlType::Timestamp => "a timestamp",
             SqlType::Any => "a value",
         }
     }
@@ -540,8 +549,16 @@ impl<'a> Binder<'a> {
     /// Records that input column `origin` must be read as `ty`, or says
     /// why it cannot (used both as a number and as text).
     fn need(&mut self, origin: (usize, usize), ty: ColumnType, pos: Pos) -> Result<(), SqlError> {
-        match self.needs.get(&origin) {
+        match self.needs.get_mut(&origin) {
             Some((had, _)) if *had == ty => Ok(()),
+            // A column used as a date and as a timestamp is read as
+            // timestamps, which take dates too (as their midnight).
+            Some((had @ (ColumnType::Date | ColumnType::Timestamp), _))
+                if matches!(ty, ColumnType::Date | ColumnType::Timestamp) =>
+            {
+                *had = ColumnType::Timestamp;
+                Ok(())
+            }
             Some((had, first)) => {
                 let input = &self.inputs[origin.0];
                 Err(SqlError::new(
@@ -591,6 +608,9 @@ fn sort_key(o: &ast::OrderByExpr, column: usize) -> Result<SortKey, SqlError> {
 fn type_word(t: ColumnType) -> &'static str {
     match t {
         ColumnType::Str => "text",
+        ColumnType::Bool => "a boolean",
+        ColumnType::Date => "a date",
+        ColumnType::Timestamp => "a timestamp",
         _ => "a number",
     }
 }

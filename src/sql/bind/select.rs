@@ -4,7 +4,7 @@
 
 use sqlparser::ast::{self, Spanned};
 
-use super::expr::{AggState, Cx, SUBQUERY, Typed};
+use super::expr::{AggState, Cx, SUBQUERY, Typed, Want};
 use super::subquery::{SubqueryTest, conjuncts, join_scalars, reads_subquery, resolve};
 use super::{Binder, Bound, Col, SqlType, ident, names, rename_columns};
 use crate::sql::error::{Pos, SqlError, SqlErrorKind};
@@ -166,6 +166,10 @@ impl Binder<'_> {
     /// A condition bound in `cx`.
     fn condition_in(&mut self, e: &ast::Expr, cx: &mut Cx<'_>) -> Result<Scalar, SqlError> {
         let t = self.expr(e, cx)?;
+        if t.1 == SqlType::Any {
+            // An inferred column as a condition is read as booleans.
+            self.want(&t, Want::Bool, e, cx)?;
+        }
         if !matches!(t.1, SqlType::Bool | SqlType::Null | SqlType::Any) {
             return Err(SqlError::new(
                 SqlErrorKind::Type,

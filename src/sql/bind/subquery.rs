@@ -388,15 +388,15 @@ impl Binder<'_> {
         let mut nl = nf;
         let mut x_at = None;
         if let (Some(x), Some((v, vt))) = (x, value) {
-            let tx = self.expr(x, &mut Cx::plain(cols))?;
+            let mut tx = self.expr(x, &mut Cx::plain(cols))?;
             let mut both = Cx {
                 from: cols,
                 agg: None,
                 outer: Some(&inner_cols),
                 subqueries: None,
             };
-            let tv = (v.remap(&|p| p + nf), vt);
-            self.comparable(&tx, x, &tv, x, &mut both)?;
+            let mut tv = (v.remap(&|p| p + nf), vt);
+            self.comparable(&mut tx, x, &mut tv, x, &mut both)?;
             let xk = match tx.0 {
                 Scalar::Column(c) => c,
                 other => {

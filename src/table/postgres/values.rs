@@ -59,11 +59,12 @@ impl Kind {
     /// The kind a column must become to also hold `v`; `Err` with what `v`
     /// is when no kind holds both.
     pub fn widen(self, v: &Value) -> Result<Kind, &'static str> {
-        let wanted = match v {
+        let wanted = match &*v.stored() {
             Value::Null => return Ok(self),
             Value::Int(_) => Kind::Bigint,
             Value::Float(_) => Kind::Double,
             Value::Str(_) => Kind::Text,
+            _ => unreachable!("a stored value is null, a number or text"),
         };
         match (self, wanted) {
             (a, b) if a == b => Ok(a),
@@ -94,11 +95,11 @@ impl Kind {
 
     /// The value as COPY text (before COPY's escaping); `None` for NULL.
     pub fn text(self, v: &Value) -> Option<String> {
-        match v {
+        match &*v.stored() {
             Value::Null => None,
             Value::Int(i) => Some(i.to_string()),
             Value::Float(f) => Some(float_text(f.get(), self == Kind::Numeric)),
-            Value::Str(s) => Some(s.to_string()),
+            stored => Some(stored.to_string()),
         }
     }
 
@@ -165,7 +166,7 @@ fn parse_float(t: &str) -> Option<f64> {
 pub fn row_id(row: &Row) -> [u8; 32] {
     let mut h = Sha256::new();
     for v in row {
-        match v {
+        match &*v.stored() {
             Value::Null => h.update(b"n"),
             Value::Int(i) => {
                 h.update(b"i");
@@ -180,6 +181,7 @@ pub fn row_id(row: &Row) -> [u8; 32] {
                 h.update((s.len() as u64).to_le_bytes());
                 h.update(s.as_bytes());
             }
+            _ => unreachable!("a stored value is null, a number or text"),
         }
     }
     h.finalize().into()

@@ -3,7 +3,8 @@
 //!
 //! A [`Value`] is stored as the SQLite value of the same kind: `Null` as
 //! NULL, `Int` as INTEGER, `Float` as REAL, `Str` as TEXT (UTF-8), always
-//! through bound parameters. Columns have no declared type, so SQLite keeps
+//! through bound parameters; a boolean, date or timestamp as its text
+//! ([`Value::stored`]), and so read back as text. Columns have no declared type, so SQLite keeps
 //! each value as given and reading it back gives the same `Value` (except a
 //! NaN float, which SQLite stores as NULL). A BLOB, or TEXT that is not
 //! UTF-8, is never written by kappa; reading one is a `Corrupt` error naming
@@ -25,6 +26,11 @@ impl ToSql for Value {
             Value::Int(i) => ValueRef::Integer(*i),
             Value::Float(f) => ValueRef::Real(f.get()),
             Value::Str(s) => ValueRef::Text(s.as_bytes()),
+            Value::Bool(_) | Value::Date(_) | Value::Timestamp(_) => {
+                return Ok(ToSqlOutput::Owned(rusqlite::types::Value::Text(
+                    self.to_string(),
+                )));
+            }
         }))
     }
 }
