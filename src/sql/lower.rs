@@ -125,6 +125,16 @@ impl<'s> Lower<'_, 's> {
                 aggregate(rows, *keys, aggs, self.updates)
             }
             Rel::Distinct(input) => self.rel(input).distinct(),
+            Rel::Window {
+                input,
+                time,
+                size,
+                hop,
+            } => {
+                let (time, size, hop) = (*time, *size, *hop);
+                self.rel(input)
+                    .flat_map(move |row| windowed(row, time, size, hop))
+            }
             Rel::Union(inputs) => {
                 let mut parts = inputs.iter().map(|i| self.rel(i));
                 let first = parts.next().expect("a union has inputs");
@@ -447,4 +457,22 @@ pub fn compare_rows(a: &Row, b: &Row, order: &[SortKey]) -> Ordering {
         }
     }
     a.cmp(b)
+}
+
+/// `row` once per window `[start, start + size)` (`start` a multiple of
+/// `hop`) holding its time, with the bounds appended; once with null
+/// bounds when its time is null (or text that is not a timestamp).
+fn windowed(row: Row, time: usize, size: i64, hop: i64) -> Vec<Row> {
+    let Some(t) = crate::sql::scalar::instant(&row[time]) else {
+        let mut row = row;
+        row.extend([Value::Null, Value::Null]);
+        return vec![row];
+    };
+    crate::ops::window::hopping(t, size, hop)
+        .map(|(start, end)| {
+            let mut out = row.clone();
+            out.extend([Value::timestamp(start), Value::timestamp(end)]);
+            out
+        })
+        .collect()
 }

@@ -91,7 +91,7 @@ impl SqlJob {
     /// Parses a script; `source` names it in error messages (a path, or
     /// `--sql-text`).
     pub fn parse(text: &str, source: &str) -> Result<SqlJob, SqlError> {
-        let statements = Parser::parse_sql(&GenericDialect {}, text)
+        let statements = Parser::parse_sql(&GenericDialect {}, &bind::accept_table_arguments(text))
             .map_err(|e| SqlError::syntax(e).located(source, text))?;
         SqlJob::from_statements(statements, text, source).map_err(|e| e.located(source, text))
     }
@@ -655,6 +655,7 @@ fn referenced_tables(outputs: &[OutputDef]) -> Vec<(&'static str, Pos)> {
     struct Tables {
         ctes: BTreeSet<String>,
         seen: Vec<(String, Pos)>,
+        skip: Option<String>,
     }
     impl Visitor for Tables {
         type Break = ();
@@ -666,18 +667,44 @@ fn referenced_tables(outputs: &[OutputDef]) -> Vec<(&'static str, Pos)> {
             }
             ControlFlow::Continue(())
         }
+        fn pre_visit_table_factor(&mut self, f: &ast::TableFactor) -> ControlFlow<()> {
+            // A window function's table is its first argument, and its own
+            // name (visited next as a relation when written without the
+            // outer TABLE(...)) is no table.
+            if let Some((_, args)) = bind::window_call(f) {
+                if let ast::TableFactor::Table { name, .. } = f {
+                    self.skip = Some(name.to_string());
+                }
+                if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(
+                    ast::Expr::Identifier(i),
+                ))) = args.first()
+                {
+                    self.seen_name(&ast::ObjectName::from(vec![i.clone()]));
+                }
+            }
+            ControlFlow::Continue(())
+        }
         fn pre_visit_relation(&mut self, r: &ast::ObjectName) -> ControlFlow<()> {
+            if self.skip.take().is_some_and(|s| s == r.to_string()) {
+                return ControlFlow::Continue(());
+            }
+            self.seen_name(r);
+            ControlFlow::Continue(())
+        }
+    }
+    impl Tables {
+        fn seen_name(&mut self, r: &ast::ObjectName) {
             let name = r.to_string();
             let name = name.trim_matches('"').to_string();
             if !self.seen.iter().any(|(s, _)| s.eq_ignore_ascii_case(&name)) {
                 self.seen.push((name, Pos::of(r.span())));
             }
-            ControlFlow::Continue(())
         }
     }
     let mut t = Tables {
         ctes: BTreeSet::new(),
         seen: Vec::new(),
+        skip: None,
     };
     for o in outputs {
         let _ = o.query.visit(&mut t);

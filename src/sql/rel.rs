@@ -129,6 +129,21 @@ pub enum Rel {
     Distinct(Box<Rel>),
     /// `UNION ALL` of relations of one arity.
     Union(Vec<Rel>),
+    /// Each row once per event-time window holding its time, with the
+    /// window's bounds appended (`window_start`, `window_end`: timestamps):
+    /// the windows `[start, start + size)` with `start` a multiple of `hop`
+    /// since 1970-01-01 (`TUMBLE` when `hop == size`, `HOP` otherwise). A
+    /// row whose time is null gets null bounds, once.
+    Window {
+        /// The input.
+        input: Box<Rel>,
+        /// The position of the time column (a date or timestamp).
+        time: usize,
+        /// The windows' length, in microseconds (positive).
+        size: i64,
+        /// The distance between window starts, in microseconds (positive).
+        hop: i64,
+    },
     /// `EXCEPT`/`INTERSECT`, `all` keeping multiplicities.
     SetOp {
         /// The operation.
@@ -169,6 +184,7 @@ impl Rel {
         match self {
             Rel::Scan { columns, .. } => columns.len(),
             Rel::Filter(input, _) | Rel::Distinct(input) => input.arity(shared),
+            Rel::Window { input, .. } => input.arity(shared) + 2,
             Rel::TopK {
                 input, numbered, ..
             } => input.arity(shared) + usize::from(*numbered),
@@ -193,6 +209,7 @@ impl Rel {
             | Rel::Map(i, _)
             | Rel::Distinct(i)
             | Rel::Aggregate { input: i, .. }
+            | Rel::Window { input: i, .. }
             | Rel::TopK { input: i, .. } => vec![i],
             Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => vec![left, right],
             Rel::Union(inputs) => inputs.iter().collect(),
@@ -207,6 +224,7 @@ impl Rel {
             | Rel::Map(i, _)
             | Rel::Distinct(i)
             | Rel::Aggregate { input: i, .. }
+            | Rel::Window { input: i, .. }
             | Rel::TopK { input: i, .. } => vec![i],
             Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => vec![left, right],
             Rel::Union(inputs) => inputs.iter_mut().collect(),
@@ -227,6 +245,10 @@ impl Rel {
             _ => false,
         }
     }
+}
+
+fn micros_interval(micros: i64) -> crate::calendar::Interval {
+    crate::calendar::Interval { months: 0, micros }
 }
 
 /// `#0, #2`: positions as `explain` shows them.
@@ -462,6 +484,31 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                 map,
             )
         }
+        Rel::Window {
+            input,
+            time,
+            size,
+            hop,
+        } => {
+            let n = input.arity(shared);
+            let mut need = needed[..n].to_vec();
+            need[time] = true;
+            let (input, mut map) = prune(*input, &need, shared);
+            let m = input.arity(shared);
+            let time = map[time].expect("kept");
+            // The bounds stay: they are the point of the node.
+            map.extend([Some(m), Some(m + 1)]);
+            let input = Box::new(input);
+            (
+                Rel::Window {
+                    input,
+                    time,
+                    size,
+                    hop,
+                },
+                map,
+            )
+        }
         Rel::Distinct(input) => {
             let (input, _) = prune_all(*input, shared);
             (Rel::Distinct(Box::new(input)), identity())
@@ -603,6 +650,18 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             )
         }
         Rel::Distinct(_) => "distinct".into(),
+        Rel::Window {
+            time, size, hop, ..
+        } => {
+            let (size, hop) = (micros_interval(*size), micros_interval(*hop));
+            if size == hop {
+                format!("window tumble(#{time}, size {size}) appending window_start, window_end")
+            } else {
+                format!(
+                    "window hop(#{time}, size {size}, hop {hop}) appending window_start, window_end"
+                )
+            }
+        }
         Rel::Union(inputs) => format!("union all of {}", inputs.len()),
         Rel::SetOp { op, all, .. } => {
             format!("{op:?}{}", if *all { " all" } else { "" }).to_lowercase()
@@ -721,7 +780,14 @@ fn show(e: &Scalar) -> String {
         }
         Scalar::Call(f, args) => format!(
             "{}({})",
-            format!("{f:?}").to_lowercase(),
+            match f {
+                Func::ToTimestamp => "to_timestamp".to_string(),
+                Func::EpochMs => "epoch_ms".to_string(),
+                Func::MakeDate => "make_date".to_string(),
+                Func::ConcatFn => "concat".to_string(),
+                Func::NullIf => "nullif".to_string(),
+                f => format!("{f:?}").to_lowercase(),
+            },
             args.iter().map(show).collect::<Vec<_>>().join(", ")
         ),
         Scalar::Like {

@@ -501,7 +501,7 @@ fn cmp_int_float(i: i64, f: f64) -> Ordering {
 /// A date or timestamp as microseconds since the epoch. Text (an inferred
 /// value, such as `max` of a column read without a type) is read as a
 /// timestamp; anything else is not one.
-fn instant(v: &Value) -> Option<i64> {
+pub fn instant(v: &Value) -> Option<i64> {
     match v {
         Value::Date(d) => Some(calendar::date_to_timestamp(*d)),
         Value::Timestamp(t) => Some(*t),

@@ -898,6 +898,7 @@ impl Binder<'_> {
                 Func::Substring if i == 0 => Some(Want::Text),
                 Func::Substring => Some(Want::Number),
                 Func::Abs | Func::Round | Func::Floor | Func::Ceil => Some(Want::Number),
+                Func::ToTimestamp | Func::EpochMs | Func::MakeDate => Some(Want::Number),
                 _ => None,
             }
         };
@@ -916,6 +917,8 @@ impl Binder<'_> {
             }
             Func::NullIf => bound[0].1,
             Func::Length => SqlType::Int,
+            Func::ToTimestamp | Func::EpochMs => SqlType::Timestamp,
+            Func::MakeDate => SqlType::Date,
             Func::Abs | Func::Floor | Func::Ceil | Func::Round => match bound[0].1 {
                 SqlType::Any => SqlType::Number,
                 t => t,

@@ -17,6 +17,9 @@ mod expr;
 mod row_number;
 mod select;
 mod subquery;
+mod window;
+
+pub use window::{accept_table_arguments, window_call};
 
 pub use expr::declared_type;
 

@@ -368,7 +368,15 @@ impl Binder<'_> {
 
     fn factor(&mut self, f: &ast::TableFactor) -> Result<Bound, SqlError> {
         let at = Pos::of(f.span());
+        let window = super::window::window_call(f);
         let (mut bound, alias) = match f {
+            ast::TableFactor::Table { alias, .. }
+            | ast::TableFactor::TableFunction { alias, .. }
+                if window.is_some() =>
+            {
+                let (name, args) = window.expect("a window call");
+                (self.window(&name, args, at)?, alias)
+            }
             ast::TableFactor::Table {
                 name, alias, args, ..
             } => {
