@@ -1,0 +1,2 @@
+-- Nexmark q2 (selection).
+SELECT auction, price FROM bid WHERE auction % 123 = 0
