@@ -322,6 +322,17 @@ const TRANSLATED: &[(&str, &str)] = &[
         "SELECT time_bucket(INTERVAL '1 day', o.stamp) AS window_start, c.city, count(*) AS n \
          FROM orders o JOIN customers c ON o.customer = c.name GROUP BY 1, 2",
     ),
+    (
+        "SELECT customer, window_start, window_end, count(*) AS n, sum(price) AS s \
+         FROM TABLE(SESSION(TABLE orders PARTITION BY customer, DESCRIPTOR(stamp), INTERVAL '1' DAY)) \
+         WHERE stamp IS NOT NULL GROUP BY customer, window_start, window_end",
+        "WITH p AS (SELECT *, lag(stamp) OVER (PARTITION BY customer ORDER BY stamp) AS prev \
+                    FROM orders WHERE stamp IS NOT NULL), \
+         s AS (SELECT *, sum(CASE WHEN prev IS NULL OR stamp - prev > INTERVAL '1 day' THEN 1 ELSE 0 END) \
+                    OVER (PARTITION BY customer ORDER BY stamp) AS sid FROM p) \
+         SELECT customer, min(stamp) AS window_start, max(stamp) + INTERVAL '1 day' AS window_end, \
+         count(*) AS n, sum(price) AS s FROM s GROUP BY customer, sid",
+    ),
 ];
 
 #[test]
@@ -509,6 +520,13 @@ const STREAMED: &[(&str, &str)] = &[
          SELECT window_start, user_id, sum(amount) AS s, count(*) AS n \
          FROM TABLE(HOP(TABLE e, DESCRIPTOR(t), INTERVAL '2' MINUTE, INTERVAL '10' MINUTE)) \
          GROUP BY window_start, user_id",
+    ),
+    (
+        "sessions",
+        "WITH e AS (SELECT user_id, page, to_timestamp(ts) AS t FROM events) \
+         SELECT user_id, window_start, window_end, count(*) AS n, count(DISTINCT page) AS pages \
+         FROM TABLE(SESSION(TABLE e PARTITION BY user_id, DESCRIPTOR(t), INTERVAL '3' MINUTE)) \
+         GROUP BY user_id, window_start, window_end",
     ),
     (
         "totals",

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use differential_dataflow::AsCollection;
 use timely::dataflow::operators::vec::ToStream;
 
-use super::rel::{AggCall, JoinStrategy, JoinType, Rel, SetOp, SortKey};
+use super::rel::{AggCall, JoinStrategy, JoinType, Rel, SetOp, SortKey, WindowKind};
 use super::scalar::Scalar;
 use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
@@ -125,15 +125,17 @@ impl<'s> Lower<'_, 's> {
                 aggregate(rows, *keys, aggs, self.updates)
             }
             Rel::Distinct(input) => self.rel(input).distinct(),
-            Rel::Window {
-                input,
-                time,
-                size,
-                hop,
-            } => {
-                let (time, size, hop) = (*time, *size, *hop);
-                self.rel(input)
-                    .flat_map(move |row| windowed(row, time, size, hop))
+            Rel::Window { input, time, kind } => {
+                let (rows, time) = (self.rel(input), *time);
+                match kind {
+                    WindowKind::Hop { size, hop } => {
+                        let (size, hop) = (*size, *hop);
+                        rows.flat_map(move |row| windowed(row, time, size, hop))
+                    }
+                    WindowKind::Session { gap, partition } => {
+                        sessions(rows, time, *gap, partition.clone())
+                    }
+                }
             }
             Rel::Union(inputs) => {
                 let mut parts = inputs.iter().map(|i| self.rel(i));
@@ -475,4 +477,48 @@ fn windowed(row: Row, time: usize, size: i64, hop: i64) -> Vec<Row> {
             out
         })
         .collect()
+}
+
+/// Each row with the bounds of its session: per partition, the rows in time
+/// order, split where two times are more than `gap` apart; a session is
+/// `[first, last + gap)`. Rows whose time is null get null bounds.
+fn sessions(rows: Rows<'_>, time: usize, gap: i64, partition: Vec<usize>) -> Rows<'_> {
+    use crate::sql::scalar::instant;
+    rows.map(move |row| {
+        let key: Row = partition.iter().map(|&c| row[c].clone()).collect();
+        (key, row)
+    })
+    .reduce(
+        move |_, input: &[(&Row, isize)], output: &mut Vec<(Row, isize)>| {
+            let mut events: Vec<(Option<i64>, &Row, isize)> = input
+                .iter()
+                .map(|(r, n)| (instant(&r[time]), *r, *n))
+                .collect();
+            events.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+            let timed = events.partition_point(|e| e.0.is_none());
+            let bounded = |row: &Row, start: Value, end: Value| {
+                let mut out = row.clone();
+                out.extend([start, end]);
+                out
+            };
+            for (_, row, n) in &events[..timed] {
+                output.push((bounded(row, Value::Null, Value::Null), *n));
+            }
+            let events = &events[timed..];
+            let t = |i: usize| events[i].0.expect("timed");
+            let mut first = 0;
+            for i in 1..=events.len() {
+                if i < events.len() && t(i).checked_sub(t(i - 1)).is_some_and(|d| d <= gap) {
+                    continue;
+                }
+                let (start, end) = (t(first), t(i - 1).saturating_add(gap));
+                for (_, row, n) in &events[first..i] {
+                    let b = bounded(row, Value::timestamp(start), Value::timestamp(end));
+                    output.push((b, *n));
+                }
+                first = i;
+            }
+        },
+    )
+    .map(|(_, row)| row)
 }

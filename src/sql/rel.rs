@@ -130,19 +130,15 @@ pub enum Rel {
     /// `UNION ALL` of relations of one arity.
     Union(Vec<Rel>),
     /// Each row once per event-time window holding its time, with the
-    /// window's bounds appended (`window_start`, `window_end`: timestamps):
-    /// the windows `[start, start + size)` with `start` a multiple of `hop`
-    /// since 1970-01-01 (`TUMBLE` when `hop == size`, `HOP` otherwise). A
-    /// row whose time is null gets null bounds, once.
+    /// window's bounds appended (`window_start`, `window_end`: timestamps).
+    /// A row whose time is null gets null bounds, once.
     Window {
         /// The input.
         input: Box<Rel>,
         /// The position of the time column (a date or timestamp).
         time: usize,
-        /// The windows' length, in microseconds (positive).
-        size: i64,
-        /// The distance between window starts, in microseconds (positive).
-        hop: i64,
+        /// Which windows.
+        kind: WindowKind,
     },
     /// `EXCEPT`/`INTERSECT`, `all` keeping multiplicities.
     SetOp {
@@ -249,6 +245,27 @@ impl Rel {
 
 fn micros_interval(micros: i64) -> crate::calendar::Interval {
     crate::calendar::Interval { months: 0, micros }
+}
+
+/// The windows of a [`Rel::Window`], in microseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// `[start, start + size)` with `start` a multiple of `hop` since
+    /// 1970-01-01 (`TUMBLE` when `hop == size`, `HOP` otherwise).
+    Hop {
+        /// The windows' length (positive).
+        size: i64,
+        /// The distance between window starts (positive, at most `size`).
+        hop: i64,
+    },
+    /// Per partition (rows equal in those columns), runs of rows whose
+    /// times follow each other by at most `gap`: `[first, last + gap)`.
+    Session {
+        /// The longest silence within a session (positive).
+        gap: i64,
+        /// The partition's columns.
+        partition: Vec<usize>,
+    },
 }
 
 /// `#0, #2`: positions as `explain` shows them.
@@ -484,30 +501,28 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                 map,
             )
         }
-        Rel::Window {
-            input,
-            time,
-            size,
-            hop,
-        } => {
+        Rel::Window { input, time, kind } => {
             let n = input.arity(shared);
             let mut need = needed[..n].to_vec();
             need[time] = true;
+            if let WindowKind::Session { partition, .. } = &kind {
+                partition.iter().for_each(|&c| need[c] = true);
+            }
             let (input, mut map) = prune(*input, &need, shared);
             let m = input.arity(shared);
-            let time = map[time].expect("kept");
+            let at = |c: usize| map[c].expect("kept");
+            let time = at(time);
+            let kind = match kind {
+                WindowKind::Session { gap, partition } => WindowKind::Session {
+                    gap,
+                    partition: partition.into_iter().map(at).collect(),
+                },
+                hop => hop,
+            };
             // The bounds stay: they are the point of the node.
             map.extend([Some(m), Some(m + 1)]);
             let input = Box::new(input);
-            (
-                Rel::Window {
-                    input,
-                    time,
-                    size,
-                    hop,
-                },
-                map,
-            )
+            (Rel::Window { input, time, kind }, map)
         }
         Rel::Distinct(input) => {
             let (input, _) = prune_all(*input, shared);
@@ -650,17 +665,23 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             )
         }
         Rel::Distinct(_) => "distinct".into(),
-        Rel::Window {
-            time, size, hop, ..
-        } => {
-            let (size, hop) = (micros_interval(*size), micros_interval(*hop));
-            if size == hop {
-                format!("window tumble(#{time}, size {size}) appending window_start, window_end")
-            } else {
-                format!(
-                    "window hop(#{time}, size {size}, hop {hop}) appending window_start, window_end"
-                )
-            }
+        Rel::Window { time, kind, .. } => {
+            let window = match kind {
+                WindowKind::Hop { size, hop } if size == hop => {
+                    format!("tumble(#{time}, size {})", micros_interval(*size))
+                }
+                WindowKind::Hop { size, hop } => format!(
+                    "hop(#{time}, size {}, hop {})",
+                    micros_interval(*size),
+                    micros_interval(*hop)
+                ),
+                WindowKind::Session { gap, partition } => format!(
+                    "session(#{time}, gap {}) per {}",
+                    micros_interval(*gap),
+                    columns(partition)
+                ),
+            };
+            format!("window {window} appending window_start, window_end")
         }
         Rel::Union(inputs) => format!("union all of {}", inputs.len()),
         Rel::SetOp { op, all, .. } => {

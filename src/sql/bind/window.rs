@@ -1,7 +1,9 @@
 //! The windowing table-valued functions, in Flink's syntax:
-//! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))` and
-//! `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size))` in a `FROM` clause
-//! (the outer `TABLE(...)` and the inner `TABLE` keyword may be left out).
+//! `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))`,
+//! `TABLE(HOP(TABLE t, DESCRIPTOR(ts), slide, size))` and
+//! `TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap))` in a `FROM`
+//! clause (the outer `TABLE(...)` and the inner `TABLE` keyword may be left
+//! out).
 //! Each gives `t`'s columns and `window_start`, `window_end`
 //! ([`Rel::Window`]); a windowed aggregate groups by them.
 //!
@@ -19,11 +21,11 @@ use super::expr::{Cx, Want, interval};
 use super::{Binder, Bound, Col, SqlType};
 use crate::calendar::MICROS_PER_DAY;
 use crate::sql::error::{Pos, SqlError, SqlErrorKind};
-use crate::sql::rel::Rel;
+use crate::sql::rel::{Rel, WindowKind};
 use crate::sql::scalar::Scalar;
 
 /// The window functions' names.
-const WINDOWS: &[&str] = &["tumble", "hop"];
+const WINDOWS: &[&str] = &["tumble", "hop", "session"];
 
 /// The most windows one row may fall in (`size / slide` of a `HOP`), as
 /// the built-in `window-agg` job's default `max_windows`.
@@ -33,8 +35,9 @@ pub const MAX_WINDOWS_PER_ROW: i64 = 1000;
 const MAX_SIZE: i64 = 10_000 * 366 * MICROS_PER_DAY;
 
 /// `text` with the `TABLE` keyword of `TUMBLE(TABLE t, ...)` blanked out
-/// (the parser takes no `TABLE t` argument); every other character stays
-/// where it was, so error positions still point into the user's text.
+/// (the parser takes no `TABLE t` argument), and a session's `t PARTITION
+/// BY k` made the arguments `t, k`; every other character stays where it
+/// was, so error positions still point into the user's text.
 pub fn accept_table_arguments(text: &str) -> Cow<'_, str> {
     let Ok(tokens) = Tokenizer::new(&GenericDialect {}, text).tokenize_with_location() else {
         return Cow::Borrowed(text);
@@ -43,24 +46,34 @@ pub fn accept_table_arguments(text: &str) -> Cow<'_, str> {
         .into_iter()
         .filter(|t| !matches!(t.token, Token::Whitespace(_)))
         .collect();
-    let mut blank = Vec::new();
-    for w in tokens.windows(3) {
-        let is_window = matches!(&w[0].token, Token::Word(f)
+    let word = |i: usize, k: Keyword| matches!(tokens.get(i).map(|t| &t.token), Some(Token::Word(w)) if w.keyword == k);
+    // (where, what it becomes: text of the same length)
+    let mut edits = Vec::new();
+    for i in 0..tokens.len() {
+        let is_window = matches!(&tokens[i].token, Token::Word(f)
             if f.quote_style.is_none() && WINDOWS.contains(&f.value.to_lowercase().as_str()));
-        let is_table = matches!(&w[2].token, Token::Word(k) if k.keyword == Keyword::TABLE);
-        if is_window && w[1].token == Token::LParen && is_table {
-            blank.push(w[2].span.start);
+        if !is_window || tokens.get(i + 1).map(|t| &t.token) != Some(&Token::LParen) {
+            continue;
+        }
+        let mut at = i + 2;
+        if word(at, Keyword::TABLE) {
+            edits.push((tokens[at].span.start, "     "));
+            at += 1;
+        }
+        if word(at + 1, Keyword::PARTITION) && word(at + 2, Keyword::BY) {
+            edits.push((tokens[at + 1].span.start, ",        "));
+            edits.push((tokens[at + 2].span.start, "  "));
         }
     }
-    if blank.is_empty() {
+    if edits.is_empty() {
         return Cow::Borrowed(text);
     }
     let mut out = text.to_string();
-    for at in blank {
+    for (at, with) in edits {
         let Some(offset) = byte_offset(text, at.line, at.column) else {
             return Cow::Borrowed(text);
         };
-        out.replace_range(offset..offset + "TABLE".len(), "     ");
+        out.replace_range(offset..offset + with.len(), with);
     }
     Cow::Owned(out)
 }
@@ -102,17 +115,22 @@ pub fn window_call(f: &ast::TableFactor) -> Option<(String, &[ast::FunctionArg])
 }
 
 impl Binder<'_> {
-    /// `TUMBLE(t, DESCRIPTOR(ts), size)` or `HOP(t, DESCRIPTOR(ts), slide, size)`.
+    /// `TUMBLE(t, DESCRIPTOR(ts), size)`, `HOP(t, DESCRIPTOR(ts), slide,
+    /// size)` or `SESSION(t [PARTITION BY k], DESCRIPTOR(ts), gap)` (the
+    /// partition comes here as a second argument).
     pub(super) fn window(
         &mut self,
         name: &str,
         args: &[ast::FunctionArg],
         at: Pos,
     ) -> Result<Bound, SqlError> {
-        let usage = if name == "tumble" {
-            "TUMBLE(TABLE t, DESCRIPTOR(time column), INTERVAL 'n' unit)"
-        } else {
-            "HOP(TABLE t, DESCRIPTOR(time column), INTERVAL slide, INTERVAL size)"
+        let usage = match name {
+            "tumble" => "TUMBLE(TABLE t, DESCRIPTOR(time column), INTERVAL 'n' unit)",
+            "hop" => "HOP(TABLE t, DESCRIPTOR(time column), INTERVAL slide, INTERVAL size)",
+            _ => {
+                "SESSION(TABLE t [PARTITION BY col | (col, ...)], DESCRIPTOR(time column), \
+                 INTERVAL gap)"
+            }
         };
         let wrong =
             |why: &str| SqlError::new(SqlErrorKind::Invalid, at, format!("{why}: write {usage}"));
@@ -123,10 +141,15 @@ impl Binder<'_> {
                 _ => Err(wrong("arguments are given in order, without names")),
             })
             .collect::<Result<_, _>>()?;
-        let count = if name == "tumble" { 3 } else { 4 };
-        if exprs.len() != count {
+        let counts: &[usize] = match name {
+            "tumble" => &[3],
+            "hop" => &[4],
+            _ => &[3, 4],
+        };
+        if !counts.contains(&exprs.len()) {
+            let n = counts[0];
             return Err(wrong(&format!(
-                "{} takes {count} arguments",
+                "{} takes {n} arguments",
                 name.to_uppercase()
             )));
         }
@@ -135,25 +158,34 @@ impl Binder<'_> {
             _ => return Err(wrong("the first argument is a table, view or CTE name")),
         };
         let mut bound = self.table(&table, Pos::of(exprs[0].span()))?;
-        let time = self.descriptor(exprs[1], &bound.cols, &wrong)?;
+        let partition = match (name, exprs.len()) {
+            ("session", 4) => self.partition(exprs[1], &bound.cols, &wrong)?,
+            _ => Vec::new(),
+        };
+        let after = if name == "hop" { 3 } else { 2 };
+        let rest = &exprs[exprs.len() - after..];
+        let time = self.descriptor(rest[0], &bound.cols, &wrong)?;
         let mut sizes = Vec::new();
-        for e in &exprs[2..] {
+        for e in &rest[1..] {
             sizes.push(window_size(e, &wrong)?);
         }
-        let (size, hop) = match sizes[..] {
-            [size] => (size, size),
-            [hop, size] => (size, hop),
+        let kind = match (name, &sizes[..]) {
+            ("session", &[gap]) => WindowKind::Session { gap, partition },
+            (_, &[size]) => WindowKind::Hop { size, hop: size },
+            (_, &[hop, size]) => WindowKind::Hop { size, hop },
             _ => unreachable!("the argument count was checked"),
         };
-        if hop > size {
-            return Err(wrong(
-                "the slide is at most the size (rows between windows would be in none)",
-            ));
-        }
-        if (size - 1) / hop + 1 > MAX_WINDOWS_PER_ROW {
-            return Err(wrong(&format!(
-                "a row would fall in more than {MAX_WINDOWS_PER_ROW} windows (size / slide)"
-            )));
+        if let WindowKind::Hop { size, hop } = kind {
+            if hop > size {
+                return Err(wrong(
+                    "the slide is at most the size (rows between windows would be in none)",
+                ));
+            }
+            if (size - 1) / hop + 1 > MAX_WINDOWS_PER_ROW {
+                return Err(wrong(&format!(
+                    "a row would fall in more than {MAX_WINDOWS_PER_ROW} windows (size / slide)"
+                )));
+            }
         }
         let qualifier = bound.cols.first().and_then(|c| c.table.clone());
         for name in ["window_start", "window_end"] {
@@ -168,10 +200,31 @@ impl Binder<'_> {
         bound.rel = Rel::Window {
             input: Box::new(bound.rel),
             time,
-            size,
-            hop,
+            kind,
         };
         Ok(bound)
+    }
+
+    /// A session's `PARTITION BY` columns: one, or several in parentheses.
+    fn partition(
+        &mut self,
+        e: &ast::Expr,
+        cols: &[Col],
+        wrong: &dyn Fn(&str) -> SqlError,
+    ) -> Result<Vec<usize>, SqlError> {
+        let items: Vec<&ast::Expr> = match e {
+            ast::Expr::Tuple(items) => items.iter().collect(),
+            ast::Expr::Nested(item) => vec![item],
+            item => vec![item],
+        };
+        let mut out = Vec::new();
+        for item in items {
+            match self.expr(item, &mut Cx::plain(cols))?.0 {
+                Scalar::Column(c) => out.push(c),
+                _ => return Err(wrong("PARTITION BY names columns")),
+            }
+        }
+        Ok(out)
     }
 
     /// The time column `DESCRIPTOR(col)` names: a date or timestamp (an
@@ -253,6 +306,11 @@ mod tests {
             "SELECT *\nFROM TABLE(TUMBLE(      e, DESCRIPTOR(t), INTERVAL '1' HOUR)) -- TABLE\n"
         );
         assert_eq!(out.len(), text.len());
+        let session = "SELECT * FROM TABLE(SESSION(TABLE e PARTITION\n BY (u, v), DESCRIPTOR(t), INTERVAL '1' HOUR))";
+        assert_eq!(
+            accept_table_arguments(session),
+            "SELECT * FROM TABLE(SESSION(      e ,        \n    (u, v), DESCRIPTOR(t), INTERVAL '1' HOUR))"
+        );
         let other = "SELECT 'TUMBLE(TABLE x' FROM t";
         assert_eq!(accept_table_arguments(other), other);
         let hop =
