@@ -26,7 +26,7 @@ pub enum ColumnType {
     Number,
     /// The text as it is, never a number.
     Str,
-    /// `true` or `false` (also `t`/`f`, `1`/`0`, any case).
+    /// `true` or `false` (also `t`/`f`, `yes`/`no`, `on`/`off`, `1`/`0`, any case).
     Bool,
     /// A date, `YYYY-MM-DD` ([`crate::calendar::parse_date`]).
     Date,
@@ -140,11 +140,12 @@ impl fmt::Display for ColumnType {
     }
 }
 
-/// SQL's boolean text: `true`/`false`, `t`/`f`, `1`/`0`, in any case.
-fn parse_bool(text: &str) -> Option<bool> {
+/// PostgreSQL's boolean text, in any case and with spaces around:
+/// `true`/`false`, `t`/`f`, `yes`/`no`, `y`/`n`, `on`/`off`, `1`/`0`.
+pub fn parse_bool(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
-        "true" | "t" | "1" => Some(true),
-        "false" | "f" | "0" => Some(false),
+        "true" | "t" | "yes" | "y" | "on" | "1" => Some(true),
+        "false" | "f" | "no" | "n" | "off" | "0" => Some(false),
         _ => None,
     }
 }
@@ -326,9 +327,10 @@ mod tests {
         assert_eq!(ColumnType::Any.parse("007"), Ok(Value::str("007")));
         assert_eq!(ColumnType::Bool.parse("TRUE"), Ok(Value::Bool(true)));
         assert_eq!(ColumnType::Bool.parse("0"), Ok(Value::Bool(false)));
+        assert_eq!(ColumnType::Bool.parse(" Off "), Ok(Value::Bool(false)));
         assert!(
             ColumnType::Bool
-                .parse("yes")
+                .parse("maybe")
                 .unwrap_err()
                 .contains("a boolean")
         );

@@ -618,11 +618,7 @@ pub fn cast(v: Value, to: CastTo) -> Value {
         },
         (CastTo::Bool, Value::Int(i)) => boolean(i != 0),
         (CastTo::Bool, Value::Float(f)) => boolean(f.get() != 0.0),
-        (CastTo::Bool, Value::Str(s)) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "t" | "yes" | "y" | "on" | "1" => boolean(true),
-            "false" | "f" | "no" | "n" | "off" | "0" => boolean(false),
-            _ => Value::Null,
-        },
+        (CastTo::Bool, Value::Str(s)) => crate::schema::parse_bool(&s).map_or(Value::Null, boolean),
     }
 }
 

@@ -172,21 +172,9 @@ impl Binder<'_> {
         let kind = match (name, &sizes[..]) {
             ("session", &[gap]) => WindowKind::Session { gap, partition },
             (_, &[size]) => WindowKind::Hop { size, hop: size },
-            (_, &[hop, size]) => WindowKind::Hop { size, hop },
+            (_, &[hop, size]) => hopping(size, hop, &wrong)?,
             _ => unreachable!("the argument count was checked"),
         };
-        if let WindowKind::Hop { size, hop } = kind {
-            if hop > size {
-                return Err(wrong(
-                    "the slide is at most the size (rows between windows would be in none)",
-                ));
-            }
-            if (size - 1) / hop + 1 > MAX_WINDOWS_PER_ROW {
-                return Err(wrong(&format!(
-                    "a row would fall in more than {MAX_WINDOWS_PER_ROW} windows (size / slide)"
-                )));
-            }
-        }
         let qualifier = bound.cols.first().and_then(|c| c.table.clone());
         for name in ["window_start", "window_end"] {
             bound.cols.push(Col {
@@ -268,6 +256,21 @@ impl Binder<'_> {
         self.want(&t, Want::Time, column, &Cx::plain(cols))?;
         Ok(i)
     }
+}
+
+/// `HOP` windows, if every row falls in at least one and not too many.
+fn hopping(size: i64, hop: i64, wrong: &dyn Fn(&str) -> SqlError) -> Result<WindowKind, SqlError> {
+    if hop > size {
+        return Err(wrong(
+            "the slide is at most the size (rows between windows would be in none)",
+        ));
+    }
+    if (size - 1) / hop + 1 > MAX_WINDOWS_PER_ROW {
+        return Err(wrong(&format!(
+            "a row would fall in more than {MAX_WINDOWS_PER_ROW} windows (size / slide)"
+        )));
+    }
+    Ok(WindowKind::Hop { size, hop })
 }
 
 /// A window's size or slide: an `INTERVAL` of a fixed length (no months).
