@@ -303,9 +303,10 @@ pub fn add_days(days: i32, n: i64) -> Option<i32> {
     days_of(d)
 }
 
-/// A date as the timestamp of its midnight.
+/// A date as the timestamp of its midnight (saturating for a day count no
+/// date has, so comparing such a hand-made value cannot overflow).
 pub fn date_to_timestamp(days: i32) -> i64 {
-    i64::from(days) * MICROS_PER_DAY
+    i64::from(days).saturating_mul(MICROS_PER_DAY)
 }
 
 /// The date of a timestamp.

@@ -1,9 +1,10 @@
 //! Typed values and rows: what crosses the boundary between files (or log
 //! records) and jobs.
 //!
-//! A [`Row`] is a vector of [`Value`]s: null, boolean, 64-bit integer,
-//! 64-bit float, date, timestamp or string. Strings are `CompactString`s, so the short strings that make up most
-//! keys live inline and a row costs one allocation, not one per field.
+//! A [`Row`] is a vector of [`Value`]s: null, boolean, 64-bit integer, 64-bit
+//! float, date, timestamp or string. Strings are `CompactString`s, so the
+//! short strings that make up most keys live inline and a row costs one
+//! allocation, not one per field.
 //!
 //! Invariants that the engine relies on:
 //! - `Value` has a total order and `Eq`/`Hash` that agree with it, so rows can
@@ -27,6 +28,8 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use compact_str::CompactString;
+
+use crate::calendar::date_to_timestamp;
 use serde::{Deserialize, Serialize};
 
 /// One row of typed values, in the column order of its schema.
@@ -214,13 +217,8 @@ impl Ord for Value {
             (Timestamp(a), Timestamp(b)) => a.cmp(b),
             // A date is the instant of its midnight, and sorts before a
             // timestamp at that instant (consistent with structural `Eq`).
-            (Date(a), Timestamp(b)) => i64::from(*a)
-                .saturating_mul(crate::calendar::MICROS_PER_DAY)
-                .cmp(b)
-                .then(Ordering::Less),
-            (Timestamp(a), Date(b)) => a
-                .cmp(&i64::from(*b).saturating_mul(crate::calendar::MICROS_PER_DAY))
-                .then(Ordering::Greater),
+            (Date(a), Timestamp(b)) => date_to_timestamp(*a).cmp(b).then(Ordering::Less),
+            (Timestamp(a), Date(b)) => a.cmp(&date_to_timestamp(*b)).then(Ordering::Greater),
             // Mixed numbers compare by value; an integer sorts before an equal
             // float so that the order stays consistent with structural `Eq`.
             (Int(a), Float(b)) => (*a as f64).total_cmp(&b.get()).then(Ordering::Less),

@@ -38,10 +38,7 @@ fn value_prefix(v: &Value) -> u64 {
         Value::Bool(b) => kind(1, u64::from(*b) << 63),
         Value::Int(i) => kind(2, ordered_bits(*i as f64)),
         Value::Float(f) => kind(2, ordered_bits(f.get())),
-        Value::Date(d) => kind(
-            3,
-            instant(i64::from(*d).saturating_mul(crate::calendar::MICROS_PER_DAY)),
-        ),
+        Value::Date(d) => kind(3, instant(crate::calendar::date_to_timestamp(*d))),
         Value::Timestamp(t) => kind(3, instant(*t)),
         Value::Str(s) => {
             let mut bytes = [0u8; 8];
