@@ -14,7 +14,7 @@ use crate::stream::table_csv;
 
 /// `k,ts,v`: times mostly rising, often late (up to 200 behind), some on
 /// window boundaries, with repeats.
-fn events(rng: &mut Rng, n: usize) -> Vec<String> {
+pub fn events(rng: &mut Rng, n: usize) -> Vec<String> {
     let mut base = 1_000i64;
     (0..n)
         .map(|_| {

@@ -764,6 +764,18 @@ fn sql_errors_name_line_and_column() {
             "SELECT id FROM orders WHERE amount > 3 OR EXISTS (SELECT 1 FROM customers)",
             "q.sql:1:51: EXISTS and IN (subquery) other than as conditions of a WHERE clause",
         ),
+        (
+            "CREATE TABLE orders (customer TEXT,\n  WATERMARK FOR customer AS customer - INTERVAL '1' SECOND);\nSELECT id FROM orders",
+            "q.sql:2:3: customer is declared text, but a watermark's column is an event time",
+        ),
+        (
+            "CREATE TABLE orders (placed DATE, WATERMARK FOR placed AS placed - 3);\nSELECT id FROM orders",
+            "q.sql:1:35: placed is a date: its delay is an INTERVAL",
+        ),
+        (
+            "CREATE TABLE orders (WATERMARK FOR stamp AS stamp + INTERVAL '1' HOUR);\nSELECT id FROM orders",
+            "q.sql:1:22: a watermark is its column minus a delay",
+        ),
     ];
     let (orders_arg, customers_arg) =
         (format!("orders={orders}"), format!("customers={customers}"));
@@ -836,4 +848,160 @@ fn explain_shows_columns_operators_and_keys() {
     assert!(declared.contains("t: k text"), "{declared}");
     assert!(declared.contains("output big (k), key (k)"), "{declared}");
     assert!(declared.contains("read s"), "{declared}");
+}
+
+/// The late rows of `rows` (`k,ts,v`, in order) under a watermark of
+/// `lateness` seconds: what the drop policy must drop (a plain reference).
+fn late_reference(rows: &[String], lateness: i64) -> (Vec<&String>, usize) {
+    let mut max = i64::MIN;
+    let mut kept = Vec::new();
+    for row in rows {
+        let ts: i64 = row.split(',').nth(1).unwrap().parse().unwrap();
+        if max != i64::MIN && ts < max - lateness {
+            continue;
+        }
+        max = max.max(ts);
+        kept.push(row);
+    }
+    let dropped = rows.len() - kept.len();
+    (kept, dropped)
+}
+
+/// `k,ts,v` with `ts` seconds made a timestamp on 2024-03-01.
+fn timestamped(row: &str) -> String {
+    let mut f = row.split(',');
+    let (k, ts, v) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+    let s: i64 = ts.parse().unwrap();
+    format!(
+        "{k},2024-03-01 {:02}:{:02}:{:02},{v}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// A `WATERMARK` drops exactly the rows a plain reference says are late;
+/// a stream over a one-partition topic produced from the file (killed and
+/// restarted) drops the same ones and ends with the batch table, which
+/// `verify` recomputes; the counts show in the run's summary and `table
+/// status`; a changed watermark is a new version; the `--late` flags are
+/// refused with the clause to write.
+#[test]
+fn sql_watermark_drops_late_rows_in_batch_and_stream() {
+    let w = World::new();
+    let mut rng = Rng(0x1a7e_05e1);
+    let raw = crate::event_time::events(&mut rng, 700);
+    let rows: Vec<String> = raw.iter().map(|r| timestamped(r)).collect();
+    let file = w.write("events.csv", &format!("k,at,v\n{}\n", rows.join("\n")));
+    let sql = |lateness: u32| {
+        format!(
+            "CREATE TABLE events (k TEXT, v BIGINT, WATERMARK FOR at AS at - INTERVAL '{lateness}' SECOND);\n\
+             SELECT k, window_start, count(*) AS n, sum(v) AS s\n\
+             FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(at), INTERVAL '100' SECOND))\n\
+             GROUP BY k, window_start"
+        )
+    };
+    let query = sql(30);
+    // The reference: the kept rows' windows, counted.
+    let (kept, dropped) = late_reference(&raw, 30);
+    assert!(dropped > 20, "only {dropped} late rows: not late enough");
+    let mut expected: BTreeMap<(String, i64), (i64, Option<i64>)> = BTreeMap::new();
+    for row in kept {
+        let f: Vec<&str> = row.split(',').collect();
+        let ts: i64 = f[1].parse().unwrap();
+        let e = expected
+            .entry((f[0].to_string(), ts.div_euclid(100) * 100))
+            .or_insert((0, None));
+        e.0 += 1;
+        if let Ok(v) = f[2].parse::<i64>() {
+            e.1 = Some(e.1.unwrap_or(0) + v);
+        }
+    }
+    let out = w.path("batch");
+    let input = format!("events={file}");
+    let summary = w.ok(&[
+        "run",
+        "--sql-text",
+        &query,
+        "-i",
+        &input,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        summary.contains(&format!("dropped {dropped} late events in input 'events'")),
+        "{summary}"
+    );
+    let batch = std::fs::read_to_string(out.join("result.csv")).unwrap();
+    let want: Vec<String> = expected
+        .iter()
+        .map(|((k, start), (n, s))| {
+            let s = s.map_or(String::new(), |s| s.to_string());
+            let start = timestamped(&format!("k,{start},v"));
+            let start = start.split(',').nth(1).unwrap().to_string();
+            format!("{k},{start},{n},{s}")
+        })
+        .collect();
+    let mut got: Vec<String> = batch.lines().skip(1).map(String::from).collect();
+    got.sort();
+    assert_eq!(got, want, "the batch run is not the reference");
+    // Streamed over one partition, with kills: the same table.
+    w.ok(&["log", "create", "events", "--partitions", "1"]);
+    let stream = |sql: &str| -> Vec<String> {
+        [
+            "stream",
+            "--quiet",
+            "--sql-text",
+            sql,
+            "--table",
+            "late",
+            "-i",
+            "events=events",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    for (i, part) in chunks(&mut rng, &rows, 4).iter().enumerate() {
+        let chunk = w.write(
+            &format!("c{i}.csv"),
+            &format!("k,at,v\n{}\n", part.join("\n")),
+        );
+        w.ok(&["log", "produce", "events", "--file", &chunk]);
+        let mut args = stream(&query);
+        args.extend(["--max-batch".into(), (20 + rng.below(100)).to_string()]);
+        let mut child = w.spawn_silent(&args);
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let mut args = stream(&query);
+    args.push("--until-caught-up".into());
+    w.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        kappa_rows(&table_csv(&w, "late")),
+        kappa_rows(&batch),
+        "the stream differs from the batch run"
+    );
+    let verify = w.ok(&["table", "verify", "late"]);
+    assert!(verify.contains(": identical ("), "{verify}");
+    let status = w.ok(&["table", "status"]);
+    assert!(status.contains(&format!("events={dropped} ")), "{status}");
+    // The watermark is part of the query: a new one is a new version.
+    let mut changed = stream(&sql(300));
+    changed.push("--until-caught-up".into());
+    let err = w.fails(&changed.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.contains("reprocess"), "{err}");
+    // The flags do not apply to SQL jobs: the message says what does.
+    let err = w.fails(&[
+        "run",
+        "--sql-text",
+        &query,
+        "-i",
+        &input,
+        "-o",
+        "x",
+        "--late",
+        "drop",
+    ]);
+    assert!(err.contains("WATERMARK FOR ts AS ts - INTERVAL"), "{err}");
 }

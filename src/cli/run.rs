@@ -286,6 +286,14 @@ impl LateArgs {
         ];
         for (name, value) in flags {
             let Some(value) = value else { continue };
+            if spec.name == crate::sql::JOB_NAME {
+                bail!(
+                    "a SQL job declares its late-event policy in the script: \
+                     CREATE TABLE t (..., WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) drops \
+                     rows of t more than 5 minutes behind the latest ts (--{} does not apply)",
+                    name.replace('_', "-")
+                );
+            }
             if !spec.params.iter().any(|p| p.name == name) {
                 bail!(
                     "job {} has no event-time column: --{} applies to jobs that have one \

@@ -60,7 +60,7 @@ impl LateFilter {
     /// Whether `row` is on time; advances the watermark. A row without an
     /// event time (null) cannot be late and does not move the watermark.
     pub fn admit(&mut self, row: &Row) -> bool {
-        let Value::Int(t) = row[self.rule.column] else {
+        let Some(t) = event_time(&row[self.rule.column]) else {
             return true;
         };
         match self.watermark {
@@ -101,6 +101,17 @@ impl LateFilter {
     /// (`None` before the first timed event: anything goes).
     pub fn low_watermark(&self) -> Option<i64> {
         self.watermark.map(|w| w.saturating_sub(self.rule.lateness))
+    }
+}
+
+/// A row's event time, in its column's unit: an integer as it is (the
+/// built-in jobs' time columns), a timestamp in microseconds, a date as its
+/// midnight's microseconds (SQL's event times); `None` for anything else.
+fn event_time(v: &Value) -> Option<i64> {
+    match *v {
+        Value::Int(t) | Value::Timestamp(t) => Some(t),
+        Value::Date(d) => Some(crate::calendar::date_to_timestamp(d)),
+        _ => None,
     }
 }
 
@@ -151,5 +162,23 @@ mod tests {
             admitted(0, &[Some(9), Some(1), Some(8), Some(9)]),
             [Some(9), Some(9)]
         );
+    }
+
+    #[test]
+    fn timestamps_and_dates_are_event_times_in_microseconds() {
+        let day = crate::calendar::MICROS_PER_DAY;
+        let mut f = LateFilter::new(
+            LateRule {
+                column: 0,
+                lateness: day,
+            },
+            "test".into(),
+        );
+        assert!(f.admit(&vec![Value::Date(10)]));
+        assert!(f.admit(&vec![Value::Timestamp(9 * day)]));
+        assert!(!f.admit(&vec![Value::Timestamp(9 * day - 1)]));
+        assert!(!f.admit(&vec![Value::Date(8)]));
+        assert!(f.admit(&vec![Value::str("text is not a time")]));
+        assert_eq!(f.low_watermark(), Some(9 * day));
     }
 }

@@ -6,7 +6,9 @@
 //! named `result`) or one or more `CREATE VIEW name AS ...` (one output per
 //! view; a view may read earlier views), optionally preceded by
 //! `CREATE TABLE name (col type, ...)` declarations that fix the types an
-//! input's columns are read as. Table names in the queries are inputs.
+//! input's columns are read as, and may declare its event time and late-event
+//! policy (`WATERMARK FOR ts AS ts - INTERVAL ...`, see `watermark.rs`).
+//! Table names in the queries are inputs.
 //!
 //! Pipeline: sqlparser's AST → the binder (`bind/`: names, types, the
 //! logical plan [`rel::Rel`]) → column pruning (`rel::prune`) → lowering
@@ -29,6 +31,7 @@ mod bind;
 mod lower;
 mod rel;
 mod scalar;
+mod watermark;
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
@@ -40,10 +43,11 @@ use sqlparser::parser::Parser;
 use crate::job::{
     DataContext, InputSpec, Job, JobSpec, OutputSpec, ParamSpec, Params, Plan, PlanError, Schemas,
 };
-use crate::schema::{ColumnType, OutputSchema, Projection};
+use crate::schema::{ColumnType, LateRule, OutputSchema, Projection};
 use bind::{Binder, Bound, InputInfo};
 pub use error::{Pos, SqlError, SqlErrorKind};
 use rel::{JoinStrategy, JoinType, Rel};
+use watermark::{Delay, Watermark};
 
 /// The job name every SQL job runs under.
 pub const JOB_NAME: &str = "sql";
@@ -68,11 +72,13 @@ pub struct SqlJob {
     input_pos: Vec<Pos>,
 }
 
-/// `CREATE TABLE name (col type, ...)`.
+/// `CREATE TABLE name (col type, ..., [WATERMARK FOR ...])`.
 #[derive(Debug)]
 struct Declared {
     table: ast::Ident,
     columns: Vec<(ast::Ident, ColumnType)>,
+    /// A `WATERMARK`, and its allowed lateness in its column's unit.
+    watermark: Option<(Watermark, i64)>,
 }
 
 #[derive(Debug)]
@@ -91,9 +97,12 @@ impl SqlJob {
     /// Parses a script; `source` names it in error messages (a path, or
     /// `--sql-text`).
     pub fn parse(text: &str, source: &str) -> Result<SqlJob, SqlError> {
-        let statements = Parser::parse_sql(&GenericDialect {}, &bind::accept_table_arguments(text))
-            .map_err(|e| SqlError::syntax(e).located(source, text))?;
-        SqlJob::from_statements(statements, text, source).map_err(|e| e.located(source, text))
+        let located = |e: SqlError| e.located(source, text);
+        let accepted = bind::accept_table_arguments(text);
+        let (accepted, watermarks) = watermark::extract(&accepted).map_err(located)?;
+        let statements = Parser::parse_sql(&GenericDialect {}, &accepted)
+            .map_err(|e| located(SqlError::syntax(e)))?;
+        SqlJob::from_statements(statements, watermarks, text, source).map_err(located)
     }
 
     /// The job a deployment ran, from its recorded parameters.
@@ -108,6 +117,7 @@ impl SqlJob {
 
     fn from_statements(
         statements: Vec<ast::Statement>,
+        mut watermarks: Vec<Watermark>,
         text: &str,
         source: &str,
     ) -> Result<SqlJob, SqlError> {
@@ -118,15 +128,12 @@ impl SqlJob {
                 "the script has no statement",
             ));
         }
-        let normalized = statements
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-            .join(";\n");
+        let mut normalized = Vec::new();
         let mut declared = Vec::new();
         let mut outputs: Vec<OutputDef> = Vec::new();
         for s in &statements {
             let at = Pos::of(s.span());
+            normalized.push(s.to_string());
             match s {
                 ast::Statement::Query(q) => outputs.push(OutputDef {
                     name: RESULT,
@@ -156,7 +163,16 @@ impl SqlJob {
                         let ty = bind::declared_type(&c.data_type, Pos::of(c.name.span))?;
                         columns.push((c.name.clone(), ty));
                     }
-                    declared.push(Declared { table, columns });
+                    let watermark = take_watermark(&mut watermarks, &table, &mut columns)?;
+                    if let Some((w, _)) = &watermark {
+                        let text = normalized.last_mut().expect("pushed above");
+                        *text = with_watermark(text, w)?;
+                    }
+                    declared.push(Declared {
+                        table,
+                        columns,
+                        watermark,
+                    });
                 }
                 other => {
                     let what = other.to_string();
@@ -172,12 +188,19 @@ impl SqlJob {
                 }
             }
         }
+        if let Some(w) = watermarks.first() {
+            return Err(SqlError::new(
+                SqlErrorKind::Invalid,
+                w.pos,
+                "a WATERMARK belongs in the column list of a CREATE TABLE declaring an input",
+            ));
+        }
         check_outputs(&outputs)?;
         let (inputs, input_pos) = referenced_tables(&outputs).into_iter().unzip();
         Ok(SqlJob {
             source: source.to_string(),
             original: text.to_string(),
-            normalized: leak(normalized),
+            normalized: leak(normalized.join(";\n")),
             declared,
             outputs,
             inputs,
@@ -271,7 +294,11 @@ impl SqlJob {
             .iter()
             .chain(rels.iter().map(|(_, r, _)| r))
             .collect();
-        let scanned = rel::scanned(&all, infos.len());
+        let mut scanned = rel::scanned(&all, infos.len());
+        // The late-event filter reads the event time, used or not.
+        for (i, info) in infos.iter().enumerate() {
+            scanned[i].extend(info.watermark.map(|(c, _)| c));
+        }
         let projections: Vec<Projection> = infos
             .iter()
             .enumerate()
@@ -289,7 +316,10 @@ impl SqlJob {
                         (c, ty)
                     })
                     .collect(),
-                late: None,
+                late: info.watermark.map(|(c, lateness)| LateRule {
+                    column: scanned[i].iter().position(|&s| s == c).expect("scanned"),
+                    lateness,
+                }),
                 rules: Vec::new(),
             })
             .collect();
@@ -319,6 +349,7 @@ impl SqlJob {
                 SqlError::new(SqlErrorKind::UnknownTable, Pos::default(), e.to_string())
             })?;
             let mut declared = vec![None; schema.columns.len()];
+            let mut watermark = None;
             for d in self.declared.iter().filter(|d| bind::names(&d.table, name)) {
                 for (col, ty) in &d.columns {
                     let Some(c) = schema.columns.iter().position(|c| bind::names(col, c)) else {
@@ -333,12 +364,20 @@ impl SqlJob {
                         ));
                     };
                     declared[c] = Some(*ty);
+                    if let Some((_, lateness)) = d
+                        .watermark
+                        .as_ref()
+                        .filter(|(w, _)| w.column.value == col.value)
+                    {
+                        watermark = Some((c, *lateness));
+                    }
                 }
             }
             infos.push(InputInfo {
                 name: name.to_string(),
                 columns: schema.columns.clone(),
                 declared,
+                watermark,
             });
         }
         Ok(infos)
@@ -371,7 +410,26 @@ impl SqlJob {
                 .iter()
                 .map(|(c, t)| format!("{} {}", info.columns[*c], type_name(*t)))
                 .collect();
-            out.push_str(&format!("  {}: {}\n", p.input, cols.join(", ")));
+            let late = match p.late {
+                Some(rule) => {
+                    let (column, ty) = p.columns[rule.column];
+                    let delay = match ty {
+                        ColumnType::Int => rule.lateness.to_string(),
+                        _ => crate::calendar::Interval {
+                            months: 0,
+                            micros: rule.lateness,
+                        }
+                        .to_string(),
+                    };
+                    format!(
+                        "; rows more than {delay} behind the latest {} of their partition are \
+                         dropped",
+                        info.columns[column]
+                    )
+                }
+                None => String::new(),
+            };
+            out.push_str(&format!("  {}: {}{late}\n", p.input, cols.join(", ")));
         }
         for (i, r) in b.shared.iter().enumerate() {
             out.push_str(&format!("shared {} (computed once):\n", b.shared_names[i]));
@@ -588,6 +646,95 @@ fn output_key(rel: &Rel, arity: usize, shared: &[Rel]) -> Vec<usize> {
     }
     key.sort_unstable();
     key
+}
+
+/// The watermark declared in `table`'s column list, if there is one, and
+/// its allowed lateness in the column's unit. An event time is a timestamp
+/// or date (the delay an `INTERVAL`), or an integer (the delay a number, in
+/// its unit); a column the list does not declare is declared so by the
+/// delay.
+fn take_watermark(
+    watermarks: &mut Vec<Watermark>,
+    table: &ast::Ident,
+    columns: &mut Vec<(ast::Ident, ColumnType)>,
+) -> Result<Option<(Watermark, i64)>, SqlError> {
+    let mut mine = watermarks
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.table.value == table.value && w.table.quote_style == table.quote_style);
+    let Some((at, _)) = mine.next() else {
+        return Ok(None);
+    };
+    if let Some((_, second)) = mine.next() {
+        return Err(SqlError::new(
+            SqlErrorKind::Invalid,
+            second.pos,
+            format!("table {table} has two watermarks: an input has one event time"),
+        ));
+    }
+    let mut w = watermarks.remove(at);
+    let same = |c: &ast::Ident| bind::names(c, &w.column.value) || bind::names(&w.column, &c.value);
+    let ty = match columns.iter().find(|(c, _)| same(c)) {
+        Some((c, ty)) => {
+            w.column = c.clone();
+            *ty
+        }
+        None => {
+            let ty = match w.delay {
+                Delay::Units(_) => ColumnType::Int,
+                _ => ColumnType::Timestamp,
+            };
+            columns.push((w.column.clone(), ty));
+            ty
+        }
+    };
+    let lateness = match (ty, w.delay) {
+        (ColumnType::Timestamp | ColumnType::Date | ColumnType::Int, Delay::Zero) => 0,
+        (ColumnType::Timestamp | ColumnType::Date, Delay::Interval(micros)) => micros,
+        (ColumnType::Int, Delay::Units(n)) => n,
+        (ColumnType::Timestamp | ColumnType::Date, _) => {
+            let why = format!(
+                "{} is a {}: its delay is an INTERVAL",
+                w.column,
+                type_name(ty)
+            );
+            return Err(SqlError::new(SqlErrorKind::Type, w.pos, why));
+        }
+        (ColumnType::Int, _) => {
+            let why = format!(
+                "{} is an integer: its delay is a number in its unit (as {} - 300)",
+                w.column, w.column
+            );
+            return Err(SqlError::new(SqlErrorKind::Type, w.pos, why));
+        }
+        _ => {
+            let why = format!(
+                "{} is declared {}, but a watermark's column is an event time: declare it \
+                 TIMESTAMP, DATE or BIGINT",
+                w.column,
+                type_name(ty)
+            );
+            return Err(SqlError::new(SqlErrorKind::Type, w.pos, why));
+        }
+    };
+    Ok(Some((w, lateness)))
+}
+
+/// A `CREATE TABLE` as sqlparser renders it, with its watermark put back
+/// at the end of the column list.
+fn with_watermark(rendered: &str, w: &Watermark) -> Result<String, SqlError> {
+    let Some(head) = rendered.strip_suffix(')') else {
+        return Err(SqlError::unsupported(
+            w.pos,
+            "a WATERMARK in a CREATE TABLE with options after its column list",
+        ));
+    };
+    let sep = if head.trim_end().ends_with('(') {
+        ""
+    } else {
+        ", "
+    };
+    Ok(format!("{head}{sep}{})", w.render()))
 }
 
 fn single_name(name: &ast::ObjectName, at: Pos) -> Result<ast::Ident, SqlError> {

@@ -237,11 +237,22 @@ impl fmt::Display for Deployment {
 
 impl Deployment {
     /// `events=12 clicks=0`: late events dropped per input under the `drop`
-    /// policy, `-` for a deployment that corrects late events.
+    /// policy, `-` for a deployment that corrects late events. (A SQL job
+    /// drops by its inputs' `WATERMARK`s, which its query holds: its counts
+    /// are those its inputs under one reported.)
     pub fn late_dropped(&self) -> String {
         let d = self;
         if !d.params.iter().any(|(k, v)| k == "late" && v == "drop") {
-            return "-".into();
+            if d.progress.late_dropped.is_empty() {
+                return "-".into();
+            }
+            let counts: Vec<String> = d
+                .progress
+                .late_dropped
+                .iter()
+                .map(|(input, n)| format!("{input}={n}"))
+                .collect();
+            return counts.join(" ");
         }
         let per_input: Vec<String> = d
             .inputs

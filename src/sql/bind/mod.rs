@@ -19,9 +19,9 @@ mod select;
 mod subquery;
 mod window;
 
-pub use window::{accept_table_arguments, window_call};
+pub use window::{accept_table_arguments, byte_offset, window_call};
 
-pub use expr::declared_type;
+pub use expr::{declared_type, interval};
 
 use std::collections::BTreeMap;
 
@@ -41,6 +41,10 @@ pub struct InputInfo {
     pub columns: Vec<String>,
     /// Declared types, by column (`None`: inferred per value).
     pub declared: Vec<Option<ColumnType>>,
+    /// A `WATERMARK`'s column and allowed lateness (in the column's unit:
+    /// µs for timestamps and dates): the input is under the `drop`
+    /// late-event policy.
+    pub watermark: Option<(usize, i64)>,
 }
 
 /// The type of an expression, as far as the binder knows it.

@@ -79,7 +79,7 @@ pub fn accept_table_arguments(text: &str) -> Cow<'_, str> {
 }
 
 /// The byte offset of a 1-based line and column (in characters).
-fn byte_offset(text: &str, line: u64, column: u64) -> Option<usize> {
+pub fn byte_offset(text: &str, line: u64, column: u64) -> Option<usize> {
     let start: usize = text
         .split_inclusive('\n')
         .take(usize::try_from(line).ok()?.checked_sub(1)?)
