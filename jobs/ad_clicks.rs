@@ -14,7 +14,7 @@
 //! [`crate::ops::interval_join`].
 
 use crate::ops::aggregate::project;
-use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec};
+use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec, integer_time};
 use crate::prelude::*;
 use crate::time::{TimeUnit, parse_duration};
 
@@ -134,6 +134,7 @@ impl Job for AdClicks {
                     right_time: rt,
                     lower: 0,
                     upper: within,
+                    time: integer_time,
                 },
                 keep,
             },

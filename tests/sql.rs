@@ -293,6 +293,13 @@ const QUERIES: &[&str] = &[
     "SELECT id FROM orders WHERE NOT rush OR rush IS NULL AND extract(year FROM placed) = 2024",
     "SELECT o.id, p.id AS next FROM orders o JOIN orders p ON o.customer = p.customer      AND p.stamp BETWEEN o.stamp AND o.stamp + INTERVAL '2' DAY AND p.id <> o.id",
     "SELECT customer, max(stamp) - INTERVAL '1' HOUR AS cutoff FROM orders GROUP BY customer",
+    // Time-bounded joins (the interval join): timestamps, the left side
+    // bounded by the right, dates without a key, integers in a WHERE.
+    "SELECT o.id, p.id AS before FROM orders o JOIN orders p ON o.customer = p.customer      AND o.stamp > p.stamp - INTERVAL '3' DAY AND o.stamp <= p.stamp",
+    "SELECT o.id, count(*) AS n FROM orders o JOIN orders p      ON p.placed BETWEEN o.placed - INTERVAL '2' DAY AND o.placed + INTERVAL '1' DAY GROUP BY o.id",
+    "SELECT a.id, b.id AS near FROM orders a, orders b      WHERE b.amount >= a.amount - 1 AND b.amount < a.amount + 2 AND a.id <= 80 AND b.status = a.status",
+    // Floats under integer bounds: joined by key and filtered, not banded.
+    "SELECT a.id, b.id AS near FROM orders a JOIN orders b ON a.customer = b.customer      AND b.price >= a.price - 1 AND b.price < a.price + 2",
 ];
 
 /// Queries DuckDB has no syntax for (the window table functions), each
@@ -506,6 +513,11 @@ const STREAMED: &[(&str, &str)] = &[
         "SELECT user_id, page, ts, rn FROM (SELECT user_id, page, ts, \
          ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC, page) AS rn FROM events) AS r \
          WHERE rn <= 3",
+    ),
+    (
+        "followed_within",
+        "SELECT a.user_id, count(*) AS n, max(b.ts - a.ts) AS longest FROM events a JOIN events b \
+         ON a.user_id = b.user_id AND b.ts > a.ts AND b.ts <= a.ts + 120 GROUP BY a.user_id",
     ),
     (
         "per_window",
@@ -845,6 +857,19 @@ fn explain_shows_columns_operators_and_keys() {
         "CREATE TABLE t (k TEXT, v BIGINT); CREATE VIEW s AS SELECT k, count(*) AS n FROM t GROUP BY k; \
          CREATE VIEW big AS SELECT k FROM s WHERE n > 2",
     ]);
+    let band = w.ok(&[
+        "sql",
+        "explain",
+        "--sql-text",
+        "SELECT o.id, p.id AS later FROM orders o JOIN orders p ON o.customer = p.customer \
+         AND p.stamp BETWEEN o.stamp AND o.stamp + INTERVAL '1' HOUR",
+        "-i",
+        &format!("orders={orders}"),
+    ]);
+    assert!(
+        band.contains("(strategy interval: right.#2 - left.#2 in [00:00:00, 01:00:00])"),
+        "{band}"
+    );
     assert!(declared.contains("t: k text"), "{declared}");
     assert!(declared.contains("output big (k), key (k)"), "{declared}");
     assert!(declared.contains("read s"), "{declared}");

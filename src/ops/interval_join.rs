@@ -13,7 +13,10 @@
 //! time are ever compared. Like every operator here, it is a differential
 //! join: a late row on either side adds (or retracts) exactly its pairs.
 //!
-//! Rows whose key or time is null never match (SQL comparison with null).
+//! Rows whose key is null, or whose time the spec's reader does not read
+//! (null, or another kind of value), never match (SQL comparison with
+//! null); a caller with such rows that may match routes them elsewhere
+//! (the SQL lowering joins them by key alone and filters).
 
 use crate::job::Rows;
 use crate::ops::aggregate::project;
@@ -24,17 +27,29 @@ use crate::value::{Row, Value};
 pub struct IntervalJoinSpec {
     /// The indices of the key columns in left rows.
     pub left_key: Vec<usize>,
-    /// The index of the integer event-time column in left rows.
+    /// The index of the event-time column in left rows.
     pub left_time: usize,
     /// The indices of the key columns in right rows, paired with `left_key`.
     pub right_key: Vec<usize>,
-    /// The index of the integer event-time column in right rows (same unit
-    /// as the left one).
+    /// The index of the event-time column in right rows (same unit as the
+    /// left one).
     pub right_time: usize,
     /// Bounds of `right.t - left.t`, both included; `lower <= upper`.
     pub lower: i64,
     /// The upper bound of `right.t - left.t` (included).
     pub upper: i64,
+    /// Reads a time column's value as an integer time, or `None` (the row
+    /// matches nothing). Callers keep times and bounds within ±2^61, so no
+    /// sum overflows.
+    pub time: fn(&Value) -> Option<i64>,
+}
+
+/// The built-in jobs' time columns: integers in their unit.
+pub fn integer_time(v: &Value) -> Option<i64> {
+    match *v {
+        Value::Int(t) => Some(t),
+        _ => None,
+    }
 }
 
 /// The interval join, as a collection method.
@@ -57,10 +72,11 @@ impl<'s> IntervalJoin<'s> for Rows<'s> {
             right_time,
             lower,
             upper,
+            time,
         } = spec;
         let left = self.flat_map(move |row| {
             let key = project(&row, &left_key);
-            let Value::Int(t) = row[left_time] else {
+            let Some(t) = time(&row[left_time]) else {
                 return Vec::new();
             };
             if key.iter().any(Value::is_null) {
@@ -76,8 +92,8 @@ impl<'s> IntervalJoin<'s> for Rows<'s> {
         });
         let right = right.flat_map(move |row| {
             let key = project(&row, &right_key);
-            match row[right_time] {
-                Value::Int(t) if !key.iter().any(Value::is_null) => {
+            match time(&row[right_time]) {
+                Some(t) if !key.iter().any(Value::is_null) => {
                     Some(((key, t.div_euclid(width)), row))
                 }
                 _ => None,
@@ -85,10 +101,10 @@ impl<'s> IntervalJoin<'s> for Rows<'s> {
         });
         left.join_map(right, |_, l: &Row, r: &Row| (l.clone(), r.clone()))
             .flat_map(move |(l, r)| {
-                let (Value::Int(lt), Value::Int(rt)) = (&l[left_time], &r[right_time]) else {
+                let (Some(lt), Some(rt)) = (time(&l[left_time]), time(&r[right_time])) else {
                     unreachable!("only rows with times are keyed")
                 };
-                let gap = rt.saturating_sub(*lt);
+                let gap = rt.saturating_sub(lt);
                 (lower <= gap && gap <= upper).then(|| {
                     let mut row = l;
                     row.extend(r);

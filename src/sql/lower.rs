@@ -12,10 +12,12 @@ use std::cmp::Ordering;
 use differential_dataflow::AsCollection;
 use timely::dataflow::operators::vec::ToStream;
 
+use super::band::TimeBand;
 use super::rel::{AggCall, JoinStrategy, JoinType, Rel, SetOp, SortKey, WindowKind};
 use super::scalar::Scalar;
 use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
+use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec};
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
 use crate::value::{Row, Value};
 
@@ -106,6 +108,13 @@ impl<'s> Lower<'_, 's> {
                 let physical = match strategy {
                     JoinStrategy::Shuffle => Physical::Shuffle,
                     JoinStrategy::Broadcast => Physical::Broadcast,
+                    JoinStrategy::Interval(band) => {
+                        let p = residual.clone().expect("a band is found in the condition");
+                        let keys = (left_key.as_slice(), right_key.as_slice());
+                        return self
+                            .banded((l, r), keys, (nl, nr), *band)
+                            .filter(move |row| p.holds(row));
+                    }
                 };
                 if kind.left_only() {
                     let keys = (left_key.as_slice(), right_key.as_slice());
@@ -224,6 +233,41 @@ impl<'s> Lower<'_, 's> {
             JoinType::Semi => keyed.semijoin(matched).map(|(row, ())| row),
             _ => keyed.antijoin(matched).map(|(row, ())| row),
         }
+    }
+
+    /// The pairs of an inner join whose condition holds a [`TimeBand`]
+    /// (before the condition is applied): rows whose times the band reads
+    /// meet in the interval join; the others (a time of another kind: text,
+    /// a float) are joined by key alone; a null time matches nothing.
+    fn banded(
+        &self,
+        (l, r): (Rows<'s>, Rows<'s>),
+        (lk, rk): (&[usize], &[usize]),
+        arity: (usize, usize),
+        band: TimeBand,
+    ) -> Rows<'s> {
+        let time = band.kind.reader();
+        let split = |rows: Rows<'s>, at: usize| {
+            let placed = rows.clone().filter(move |row| time(&row[at]).is_some());
+            let other = rows.filter(move |row| !row[at].is_null() && time(&row[at]).is_none());
+            (placed, other)
+        };
+        let (l_placed, l_other) = split(l, band.left_time);
+        let (r_placed, r_other) = split(r, band.right_time);
+        let spec = IntervalJoinSpec {
+            left_key: lk.to_vec(),
+            left_time: band.left_time,
+            right_key: rk.to_vec(),
+            right_time: band.right_time,
+            lower: band.lower,
+            upper: band.upper,
+            time,
+        };
+        let near = l_placed.clone().interval_join(r_placed.clone(), spec);
+        let shuffle = &Physical::Shuffle;
+        let by_key = |a, b| self.join(a, b, JoinType::Inner, (lk, rk), arity, shuffle);
+        let others = by_key(l_other, r_placed.concat(r_other.clone()));
+        near.concat(others).concat(by_key(l_placed, r_other))
     }
 
     /// An equi-join with the engine's join; right and full joins are left

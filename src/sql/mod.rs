@@ -27,6 +27,7 @@
 
 pub mod error;
 
+mod band;
 mod bind;
 mod lower;
 mod rel;
@@ -277,16 +278,21 @@ impl SqlJob {
         for r in binder.shared.iter_mut() {
             rel::limit_row_numbers(r, &unlimited);
         }
-        let shared: Vec<Rel> = binder
+        let mut shared: Vec<Rel> = binder
             .shared
             .iter()
             .map(|r| rel::prune_all(r.clone(), &binder.shared).0)
             .collect();
+        let pruned = shared.clone();
+        for r in shared.iter_mut() {
+            band::use_bands(r, &pruned);
+        }
         let rels: Vec<(&'static str, Rel, Vec<String>)> = outputs
             .into_iter()
             .map(|(name, mut b, _)| {
                 rel::limit_row_numbers(&mut b.rel, &binder.shared);
-                let rel = rel::prune_all(b.rel, &binder.shared).0;
+                let mut rel = rel::prune_all(b.rel, &binder.shared).0;
+                band::use_bands(&mut rel, &pruned);
                 (name, rel, b.cols.into_iter().map(|c| c.name).collect())
             })
             .collect();
@@ -479,6 +485,16 @@ fn choose_strategies(b: &mut Bound_, data: &dyn DataContext) {
             names.join("+")
         };
         let what = format!("sql join {} with {}", tables(left), tables(right));
+        if let JoinStrategy::Interval(b) = strategy {
+            data.decide(format!(
+                "{what}: strategy interval (the condition bounds right.#{} - left.#{} to {}: \
+                 only rows close in time are compared)",
+                b.right_time,
+                b.left_time,
+                b.range()
+            ));
+            return;
+        }
         let bytes: Option<u64> = rel::inputs_of(right, &shared)
             .iter()
             .map(|&i| data.input_bytes(&names[i]))

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::band::TimeBand;
 use super::scalar::Scalar;
 use crate::ops::aggregate::AggKind;
 use crate::value::Value;
@@ -48,6 +49,9 @@ pub enum JoinStrategy {
     /// The (small) right side sent to every worker; the left side stays
     /// where it is (in a batch run it streams through a hash table).
     Broadcast,
+    /// The condition bounds a time of one side by the other's: the
+    /// interval join (both sides partitioned by key and time bucket).
+    Interval(TimeBand),
 }
 
 /// Set operations besides `UNION ALL`.
@@ -635,10 +639,24 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                 .zip(right_key)
                 .map(|(l, r)| format!("left.#{l} = right.#{r}"))
                 .collect();
-            let strategy = format!("{strategy:?}").to_lowercase();
-            let mut s = match keys.is_empty() {
-                true => format!("{kind:?} join, no key: every pair, on one worker").to_lowercase(),
-                false => format!(
+            let banded = matches!(strategy, JoinStrategy::Interval(_));
+            let strategy = match strategy {
+                JoinStrategy::Interval(b) => format!(
+                    "interval: right.#{} - left.#{} in {}",
+                    b.right_time,
+                    b.left_time,
+                    b.range()
+                ),
+                other => format!("{other:?}").to_lowercase(),
+            };
+            let mut s = match (keys.is_empty(), banded) {
+                (true, false) => {
+                    format!("{kind:?} join, no key: every pair, on one worker").to_lowercase()
+                }
+                (true, true) => {
+                    format!("{kind:?} join, no key (strategy {strategy})").to_lowercase()
+                }
+                (false, _) => format!(
                     "{} join on {} (strategy {strategy})",
                     format!("{kind:?}").to_lowercase(),
                     keys.join(" and ")
