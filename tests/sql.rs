@@ -777,6 +777,10 @@ fn sql_errors_name_line_and_column() {
             "q.sql:1:51: EXISTS and IN (subquery) other than as conditions of a WHERE clause",
         ),
         (
+            "SELECT o.id FROM orders o\n  JOIN customers FOR SYSTEM_TIME AS OF o.stamp AS c ON o.customer = c.name",
+            "q.sql:2:18: FOR SYSTEM_TIME AS OF (the temporal join",
+        ),
+        (
             "CREATE TABLE orders (customer TEXT,\n  WATERMARK FOR customer AS customer - INTERVAL '1' SECOND);\nSELECT id FROM orders",
             "q.sql:2:3: customer is declared text, but a watermark's column is an event time",
         ),
