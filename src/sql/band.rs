@@ -77,12 +77,12 @@ fn instant_time(v: &Value) -> Option<i64> {
         Value::Date(d) => calendar::date_to_timestamp(d),
         _ => return None,
     };
-    (t.abs() <= LIMIT).then_some(t)
+    (t.unsigned_abs() <= LIMIT.unsigned_abs()).then_some(t)
 }
 
 fn integer_time(v: &Value) -> Option<i64> {
     match *v {
-        Value::Int(t) if t.abs() <= LIMIT => Some(t),
+        Value::Int(t) if t.unsigned_abs() <= LIMIT.unsigned_abs() => Some(t),
         _ => None,
     }
 }
@@ -238,7 +238,7 @@ impl Offset {
 
 /// `col`, `col ± INTERVAL` (of a fixed length) or `col ± integer`.
 fn offset(e: &Scalar) -> Option<(usize, Offset)> {
-    let small = |v: i64| (v.abs() <= LIMIT).then_some(v);
+    let small = |v: i64| (v.unsigned_abs() <= LIMIT.unsigned_abs()).then_some(v);
     match e {
         Scalar::Column(c) => Some((*c, Offset::Zero)),
         Scalar::Shift(x, by) if by.months == 0 => match **x {
@@ -386,6 +386,8 @@ mod tests {
         assert_eq!(instant_time(&Value::str("2024-01-01")), None);
         assert_eq!(integer_time(&Value::Int(-4)), Some(-4));
         assert_eq!(integer_time(&Value::Int(i64::MAX)), None);
+        assert_eq!(integer_time(&Value::Int(i64::MIN)), None);
+        assert_eq!(instant_time(&Value::Timestamp(i64::MIN)), None);
         assert_eq!(integer_time(&Value::Timestamp(4)), None);
     }
 }
