@@ -24,6 +24,7 @@
 //!   after it. Both time columns are integers in `unit` or RFC 3339 text.
 //!   See [`crate::ops::temporal_join`].
 
+use crate::ops::interval_join::integer_time;
 use crate::ops::join::{JoinColumns, JoinKind, RelationalJoin};
 use crate::ops::temporal_join::{AsOfJoin, AsOfSpec};
 use crate::prelude::*;
@@ -126,6 +127,7 @@ impl Job for Enrich {
                     valid_from: vf,
                     table_rest: rest.clone(),
                     left: kind == JoinKind::Left,
+                    time: integer_time,
                 })
             }
         };

@@ -340,6 +340,24 @@ const TRANSLATED: &[(&str, &str)] = &[
          SELECT customer, min(stamp) AS window_start, max(stamp) + INTERVAL '1 day' AS window_end, \
          count(*) AS n, sum(price) AS s FROM s GROUP BY customer, sid",
     ),
+    // The temporal join (FOR SYSTEM_TIME AS OF) is DuckDB's ASOF JOIN:
+    // timestamps, inner, more joins after it; integers, LEFT, nulls.
+    (
+        "CREATE TABLE orders (stamp TIMESTAMP, WATERMARK FOR stamp AS stamp - INTERVAL '100' DAY); \
+         SELECT o.id, p.id AS prev, p.stamp AS at, c.city FROM orders o \
+         JOIN orders FOR SYSTEM_TIME AS OF o.stamp AS p ON o.customer = p.customer AND o.status = p.status \
+         JOIN customers c ON c.name = p.customer",
+        "SELECT o.id, p.id AS prev, p.stamp AS at, c.city FROM orders o \
+         ASOF JOIN orders p ON o.customer = p.customer AND o.status = p.status AND o.stamp >= p.stamp \
+         JOIN customers c ON c.name = p.customer",
+    ),
+    (
+        "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id - 1000); \
+         SELECT o.id, o.amount, p.id AS version, p.price FROM orders o \
+         LEFT JOIN orders FOR SYSTEM_TIME AS OF o.amount AS p ON o.customer = p.customer",
+        "SELECT o.id, o.amount, p.id AS version, p.price FROM orders o \
+         ASOF LEFT JOIN orders p ON o.customer = p.customer AND o.amount >= p.id",
+    ),
 ];
 
 #[test]
@@ -543,6 +561,12 @@ const STREAMED: &[(&str, &str)] = &[
     (
         "totals",
         "SELECT count(*) AS n, sum(amount) AS s, count(DISTINCT user_id) AS people FROM events WHERE page <> '/'",
+    ),
+    (
+        "as_of_previous",
+        "CREATE TABLE events (ts BIGINT, WATERMARK FOR ts AS ts - 1000000000); \
+         SELECT a.user_id, a.ts, a.page, b.page AS current, b.amount AS spent FROM events a \
+         LEFT JOIN events FOR SYSTEM_TIME AS OF a.ts AS b ON a.user_id = b.user_id",
     ),
 ];
 
@@ -778,7 +802,31 @@ fn sql_errors_name_line_and_column() {
         ),
         (
             "SELECT o.id FROM orders o\n  JOIN customers FOR SYSTEM_TIME AS OF o.stamp AS c ON o.customer = c.name",
-            "q.sql:2:18: FOR SYSTEM_TIME AS OF (the temporal join",
+            "q.sql:2:8: table customers has no event time to version its rows by",
+        ),
+        (
+            "SELECT o.id FROM orders o\n  JOIN customers FOR SYSTEM_TIME AS OF NOW() AS c ON o.customer = c.name",
+            "q.sql:2:18: FOR SYSTEM_TIME AS OF NOW() is processing time",
+        ),
+        (
+            "CREATE TABLE orders (id BIGINT, stamp TIMESTAMP, WATERMARK FOR id AS id);\nSELECT o.id FROM orders o\n  \
+             JOIN orders FOR SYSTEM_TIME AS OF o.stamp AS p ON o.customer = p.customer",
+            "q.sql:3:37: o.stamp is a timestamp, but the versioned table's time id is an integer",
+        ),
+        (
+            "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id);\nSELECT o.id FROM orders o\n  \
+             JOIN orders FOR SYSTEM_TIME AS OF o.id AS p ON o.customer = p.customer AND p.amount > 3",
+            "q.sql:3:50: a FOR SYSTEM_TIME AS OF join's ON condition other than equalities",
+        ),
+        (
+            "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id);\nSELECT o.id FROM orders o\n  \
+             RIGHT JOIN orders FOR SYSTEM_TIME AS OF o.id AS p ON o.customer = p.customer",
+            "q.sql:3:14: FOR SYSTEM_TIME AS OF in this join",
+        ),
+        (
+            "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id);\n\
+             SELECT o.id FROM orders FOR SYSTEM_TIME AS OF id AS o",
+            "q.sql:2:18: FOR SYSTEM_TIME AS OF here: the versioned table is the right side",
         ),
         (
             "CREATE TABLE orders (customer TEXT,\n  WATERMARK FOR customer AS customer - INTERVAL '1' SECOND);\nSELECT id FROM orders",
@@ -873,6 +921,29 @@ fn explain_shows_columns_operators_and_keys() {
     assert!(
         band.contains("(strategy interval: right.#2 - left.#2 in [00:00:00, 01:00:00])"),
         "{band}"
+    );
+    let as_of = w.ok(&[
+        "sql",
+        "explain",
+        "--sql-text",
+        "CREATE TABLE customers (tier BIGINT, WATERMARK FOR tier AS tier); \
+         SELECT o.id, c.city FROM orders o LEFT JOIN customers FOR SYSTEM_TIME AS OF o.amount AS c \
+         ON o.customer = c.name",
+        "-i",
+        &format!("orders={orders}"),
+        "-i",
+        &format!("customers={customers}"),
+    ]);
+    assert!(
+        as_of.contains(
+            "left as-of join on left.#1 = right.#0: each left row with the right row whose #2 \
+             is the latest at or before left.#2"
+        ),
+        "{as_of}"
+    );
+    assert!(
+        as_of.contains("orders: id inferred, customer inferred, amount integer"),
+        "{as_of}"
     );
     assert!(declared.contains("t: k text"), "{declared}");
     assert!(declared.contains("output big (k), key (k)"), "{declared}");

@@ -20,7 +20,7 @@ use crate::value::Value;
 pub struct AsOfSpec {
     /// The indices of the key columns in event rows.
     pub event_key: Vec<usize>,
-    /// The index of the integer event-time column in event rows.
+    /// The index of the event-time column in event rows.
     pub event_time: usize,
     /// The indices of the key columns in table rows, paired with `event_key`.
     pub table_key: Vec<usize>,
@@ -31,6 +31,9 @@ pub struct AsOfSpec {
     pub table_rest: Vec<usize>,
     /// Keep unmatched events, with nulls for the table columns.
     pub left: bool,
+    /// Reads a time column's value as an integer time (both sides alike),
+    /// or `None` (the row matches nothing).
+    pub time: fn(&Value) -> Option<i64>,
 }
 
 /// The temporal join, as a collection method.
@@ -50,17 +53,18 @@ impl<'s> AsOfJoin<'s> for Rows<'s> {
             valid_from,
             table_rest,
             left,
+            time,
         } = spec;
         let pad = table_rest.len();
         let keyed = self.clone().flat_map(move |row| {
             let key = project(&row, &event_key);
-            let timed = matches!(row[event_time], Value::Int(_));
+            let timed = time(&row[event_time]).is_some();
             (timed && !key.iter().any(Value::is_null)).then_some((key, row))
         });
         let versions = table.flat_map(move |row| {
             let key = project(&row, &table_key);
-            match row[valid_from] {
-                Value::Int(from) if !key.iter().any(Value::is_null) => {
+            match time(&row[valid_from]) {
+                Some(from) if !key.iter().any(Value::is_null) => {
                     Some((key, (from, project(&row, &table_rest))))
                 }
                 _ => None,
@@ -73,7 +77,7 @@ impl<'s> AsOfJoin<'s> for Rows<'s> {
             .join_map(versions, |_, event, version| {
                 (event.clone(), version.clone())
             })
-            .filter(move |(event, (from, _))| Value::Int(*from) <= event[event_time])
+            .filter(move |(event, (from, _))| time(&event[event_time]).is_some_and(|t| *from <= t))
             .reduce(|_event, versions, out| {
                 let (latest, n) = versions.last().expect("reduce gives non-empty groups");
                 out.push((latest.1.clone(), *n));

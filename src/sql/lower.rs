@@ -19,6 +19,7 @@ use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
 use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec};
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
+use crate::ops::temporal_join::{AsOfJoin, AsOfSpec};
 use crate::value::{Row, Value};
 
 /// A SQL job's dataflow: its outputs' plans over its inputs.
@@ -128,6 +129,27 @@ impl<'s> Lower<'_, 's> {
                     }
                     None => joined,
                 }
+            }
+            Rel::AsOf {
+                left,
+                right,
+                left_key,
+                right_key,
+                left_time,
+                right_time,
+                kind,
+                keep_unmatched,
+            } => {
+                let spec = AsOfSpec {
+                    event_key: left_key.clone(),
+                    event_time: *left_time,
+                    table_key: right_key.clone(),
+                    valid_from: *right_time,
+                    table_rest: (0..self.arity(right)).collect(),
+                    left: *keep_unmatched,
+                    time: kind.reader(),
+                };
+                self.rel(left).as_of_join(self.rel(right), spec)
             }
             Rel::Aggregate { input, keys, aggs } => {
                 let rows = self.rel(input);

@@ -7,7 +7,9 @@
 //! view; a view may read earlier views), optionally preceded by
 //! `CREATE TABLE name (col type, ...)` declarations that fix the types an
 //! input's columns are read as, and may declare its event time and late-event
-//! policy (`WATERMARK FOR ts AS ts - INTERVAL ...`, see `watermark.rs`).
+//! policy (`WATERMARK FOR ts AS ts - INTERVAL ...`, see `watermark.rs`) —
+//! which also makes it a versioned table for the temporal join (`JOIN t
+//! FOR SYSTEM_TIME AS OF l.ts`, see `as_of.rs`).
 //! Table names in the queries are inputs.
 //!
 //! Pipeline: sqlparser's AST → the binder (`bind/`: names, types, the
@@ -27,8 +29,10 @@
 
 pub mod error;
 
+mod as_of;
 mod band;
 mod bind;
+mod blank;
 mod lower;
 mod rel;
 mod scalar;
@@ -101,8 +105,10 @@ impl SqlJob {
         let located = |e: SqlError| e.located(source, text);
         let accepted = bind::accept_table_arguments(text);
         let (accepted, watermarks) = watermark::extract(&accepted).map_err(located)?;
-        let statements = Parser::parse_sql(&GenericDialect {}, &accepted)
-            .map_err(|e| located(explain_syntax(SqlError::syntax(e), text)))?;
+        let (accepted, as_ofs) = as_of::extract(&accepted).map_err(located)?;
+        let mut statements = Parser::parse_sql(&GenericDialect {}, &accepted)
+            .map_err(|e| located(SqlError::syntax(e)))?;
+        as_of::attach(&mut statements, as_ofs).map_err(located)?;
         SqlJob::from_statements(statements, watermarks, text, source).map_err(located)
     }
 
@@ -452,26 +458,6 @@ impl SqlJob {
             rel::explain(r, 1, &ctx, &mut out);
         }
         Ok(out)
-    }
-}
-
-/// A syntax error at a construct kappa knows but does not run yet, said
-/// so (the parser only knows what it expected there).
-fn explain_syntax(e: SqlError, text: &str) -> SqlError {
-    let at = bind::byte_offset(text, e.pos.line, e.pos.column).and_then(|i| text.get(i..));
-    match at {
-        Some(rest) if rest.to_ascii_uppercase().starts_with("SYSTEM_TIME") => {
-            let pos = Pos {
-                column: e.pos.column.saturating_sub(4),
-                ..e.pos
-            };
-            SqlError::unsupported(
-                pos,
-                "FOR SYSTEM_TIME AS OF (the temporal join; the built-in job enrich with \
-                 -p as_of=... computes it)",
-            )
-        }
-        _ => e,
     }
 }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::band::TimeBand;
+use super::band::{TimeBand, TimeKind};
 use super::scalar::Scalar;
 use crate::ops::aggregate::AggKind;
 use crate::value::Value;
@@ -119,6 +119,28 @@ pub enum Rel {
         /// How it is computed (chosen once the inputs' sizes are known).
         strategy: JoinStrategy,
     },
+    /// The temporal join (`right FOR SYSTEM_TIME AS OF left.time`): each
+    /// left row with the right row of its key whose time is the latest at
+    /// or before the left row's (ties: the greatest row); output left ++
+    /// right columns. Rows with a null key or time match nothing.
+    AsOf {
+        /// The left side (the rows looked up).
+        left: Box<Rel>,
+        /// The right side (the versions).
+        right: Box<Rel>,
+        /// Key positions in left rows.
+        left_key: Vec<usize>,
+        /// Key positions in right rows, paired with `left_key`.
+        right_key: Vec<usize>,
+        /// The time position in left rows.
+        left_time: usize,
+        /// The time position in right rows: when a version starts.
+        right_time: usize,
+        /// What the times are.
+        kind: TimeKind,
+        /// Keep unmatched left rows, with nulls (`LEFT JOIN`).
+        keep_unmatched: bool,
+    },
     /// Groups by the first `keys` columns; output: the keys, then one
     /// column per aggregate.
     Aggregate {
@@ -190,7 +212,9 @@ impl Rel {
             } => input.arity(shared) + usize::from(*numbered),
             Rel::Map(_, exprs) => exprs.len(),
             Rel::Join { left, kind, .. } if kind.left_only() => left.arity(shared),
-            Rel::Join { left, right, .. } => left.arity(shared) + right.arity(shared),
+            Rel::Join { left, right, .. } | Rel::AsOf { left, right, .. } => {
+                left.arity(shared) + right.arity(shared)
+            }
             Rel::Aggregate { keys, aggs, .. } => keys + aggs.len(),
             Rel::Union(inputs) => inputs[0].arity(shared),
             Rel::SetOp { left, .. } => left.arity(shared),
@@ -211,7 +235,9 @@ impl Rel {
             | Rel::Aggregate { input: i, .. }
             | Rel::Window { input: i, .. }
             | Rel::TopK { input: i, .. } => vec![i],
-            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => vec![left, right],
+            Rel::Join { left, right, .. }
+            | Rel::AsOf { left, right, .. }
+            | Rel::SetOp { left, right, .. } => vec![left, right],
             Rel::Union(inputs) => inputs.iter().collect(),
         }
     }
@@ -226,7 +252,9 @@ impl Rel {
             | Rel::Aggregate { input: i, .. }
             | Rel::Window { input: i, .. }
             | Rel::TopK { input: i, .. } => vec![i],
-            Rel::Join { left, right, .. } | Rel::SetOp { left, right, .. } => vec![left, right],
+            Rel::Join { left, right, .. }
+            | Rel::AsOf { left, right, .. }
+            | Rel::SetOp { left, right, .. } => vec![left, right],
             Rel::Union(inputs) => inputs.iter_mut().collect(),
         }
     }
@@ -441,6 +469,46 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                 map,
             )
         }
+        Rel::AsOf {
+            left,
+            right,
+            left_key,
+            right_key,
+            left_time,
+            right_time,
+            kind,
+            keep_unmatched,
+        } => {
+            let nl = left.arity(shared);
+            let mut need_left = needed[..nl].to_vec();
+            let mut need_right = needed[nl..].to_vec();
+            left_key.iter().for_each(|&k| need_left[k] = true);
+            right_key.iter().for_each(|&k| need_right[k] = true);
+            need_left[left_time] = true;
+            need_right[right_time] = true;
+            let (left, lmap) = prune(*left, &need_left, shared);
+            let (right, rmap) = prune(*right, &need_right, shared);
+            let new_nl = lmap.iter().flatten().count();
+            let map = lmap
+                .iter()
+                .copied()
+                .chain(rmap.iter().map(|m| m.map(|p| p + new_nl)))
+                .collect();
+            let at = |map: &[Option<usize>], k: usize| map[k].expect("kept");
+            (
+                Rel::AsOf {
+                    left: Box::new(left),
+                    right: Box::new(right),
+                    left_key: left_key.iter().map(|&k| at(&lmap, k)).collect(),
+                    right_key: right_key.iter().map(|&k| at(&rmap, k)).collect(),
+                    left_time: at(&lmap, left_time),
+                    right_time: at(&rmap, right_time),
+                    kind,
+                    keep_unmatched,
+                },
+                map,
+            )
+        }
         Rel::Aggregate { input, keys, aggs } => {
             let mut need = vec![false; input.arity(shared)];
             need[..keys].iter_mut().for_each(|n| *n = true);
@@ -634,11 +702,7 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             strategy,
             ..
         } => {
-            let keys: Vec<String> = left_key
-                .iter()
-                .zip(right_key)
-                .map(|(l, r)| format!("left.#{l} = right.#{r}"))
-                .collect();
+            let keys = key_pairs(left_key, right_key);
             let banded = matches!(strategy, JoinStrategy::Interval(_));
             let strategy = match strategy {
                 JoinStrategy::Interval(b) => format!(
@@ -666,6 +730,25 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                 let _ = write!(s, ", then {}", show(r));
             }
             s
+        }
+        Rel::AsOf {
+            left_key,
+            right_key,
+            left_time,
+            right_time,
+            keep_unmatched,
+            ..
+        } => {
+            let keys = key_pairs(left_key, right_key);
+            let on = match keys.is_empty() {
+                true => String::new(),
+                false => format!(" on {}", keys.join(" and ")),
+            };
+            format!(
+                "{}as-of join{on}: each left row with the right row whose #{right_time} is the \
+                 latest at or before left.#{left_time}",
+                if *keep_unmatched { "left " } else { "" },
+            )
         }
         Rel::Aggregate { keys, aggs, .. } => {
             let aggs: Vec<String> = aggs
@@ -737,6 +820,14 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
     for child in rel.children() {
         explain(child, depth + 1, ctx, out);
     }
+}
+
+/// `left.#l = right.#r` per key column pair.
+fn key_pairs(left: &[usize], right: &[usize]) -> Vec<String> {
+    left.iter()
+        .zip(right)
+        .map(|(l, r)| format!("left.#{l} = right.#{r}"))
+        .collect()
 }
 
 fn agg_name(kind: AggKind) -> &'static str {

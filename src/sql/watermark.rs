@@ -21,9 +21,10 @@ use std::borrow::Cow;
 use sqlparser::ast;
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::bind::{byte_offset, interval, names};
+use super::bind::{interval, names};
+use super::blank::{ident, is_word, keep_only_outside, span_bytes, tokens};
 use super::error::{Pos, SqlError, SqlErrorKind};
 
 /// One `WATERMARK FOR column AS expression` clause.
@@ -63,17 +64,16 @@ const USAGE: &str = "write WATERMARK FOR ts AS ts - INTERVAL '5' SECOND (rows ma
                      the interval out of order; ts - 300 for an integer time column, in its \
                      unit) or WATERMARK FOR ts AS ts (in order)";
 
+fn usage(pos: Pos) -> SqlError {
+    SqlError::new(SqlErrorKind::Syntax, pos, USAGE)
+}
+
 /// `text` with every `WATERMARK FOR ...` clause blanked out (and the comma
 /// that separates it from the columns), and the clauses read.
 pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<Watermark>), SqlError> {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, text).tokenize_with_location() else {
-        // The parser reports the tokenizer's error with its position.
+    let Some(tokens) = tokens(text) else {
         return Ok((Cow::Borrowed(text), Vec::new()));
     };
-    let tokens: Vec<TokenWithSpan> = tokens
-        .into_iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
     let mut found = Vec::new();
     let mut blanks = Vec::new();
     for i in 0..tokens.len() {
@@ -101,7 +101,11 @@ pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<Watermark>), SqlError> {
         let end = expression_end(&tokens, expr_at)
             .ok_or_else(|| SqlError::new(SqlErrorKind::Syntax, pos, USAGE))?;
         let (from, to) = (tokens[expr_at].span.start, tokens[end - 1].span.end);
-        let expr = parse_expr(text, span_bytes(text, from, to)?, pos)?;
+        let expr = parse_expr(
+            text,
+            span_bytes(text, from, to).ok_or_else(|| usage(pos))?,
+            pos,
+        )?;
         let delay = delay(&expr, &column, pos)?;
         // The clause and one comma around it go: the one before it, or,
         // first in the list, the one after it.
@@ -112,11 +116,10 @@ pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<Watermark>), SqlError> {
         } else {
             (i, end - 1)
         };
-        blanks.push(span_bytes(
-            text,
-            tokens[first].span.start,
-            tokens[last].span.end,
-        )?);
+        blanks.push(
+            span_bytes(text, tokens[first].span.start, tokens[last].span.end)
+                .ok_or_else(|| usage(pos))?,
+        );
         found.push(Watermark {
             table,
             column,
@@ -129,20 +132,6 @@ pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<Watermark>), SqlError> {
         return Ok((Cow::Borrowed(text), found));
     }
     Ok((Cow::Owned(keep_only_outside(text, &blanks)), found))
-}
-
-fn ident(w: &sqlparser::tokenizer::Word, span: sqlparser::tokenizer::Span) -> ast::Ident {
-    ast::Ident {
-        value: w.value.clone(),
-        quote_style: w.quote_style,
-        span,
-    }
-}
-
-/// Whether token `i` is the (unquoted) word `w`.
-fn is_word(tokens: &[TokenWithSpan], i: usize, w: &str) -> bool {
-    matches!(tokens.get(i).map(|t| &t.token),
-        Some(Token::Word(word)) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w))
 }
 
 /// The table of the `CREATE TABLE name (` whose parenthesis encloses
@@ -188,35 +177,6 @@ fn expression_end(tokens: &[TokenWithSpan], from: usize) -> Option<usize> {
         }
     }
     None
-}
-
-/// The byte range of a span of the text.
-fn span_bytes(
-    text: &str,
-    from: sqlparser::tokenizer::Location,
-    to: sqlparser::tokenizer::Location,
-) -> Result<(usize, usize), SqlError> {
-    let at = |l: sqlparser::tokenizer::Location| {
-        if l.line == 0 {
-            return None;
-        }
-        // The end of the text has no character of its own.
-        byte_offset(text, l.line, l.column).or_else(|| {
-            let lines = text.split_inclusive('\n').count() as u64;
-            (l.line == lines.max(1)).then_some(text.len())
-        })
-    };
-    match (at(from), at(to)) {
-        (Some(a), Some(b)) if a <= b => Ok((a, b)),
-        _ => Err(SqlError::new(
-            SqlErrorKind::Syntax,
-            Pos {
-                line: from.line,
-                column: from.column,
-            },
-            USAGE,
-        )),
-    }
 }
 
 /// The expression at the byte range `keep` of the text, parsed with the
@@ -280,20 +240,6 @@ fn delay(expr: &ast::Expr, column: &ast::Ident, pos: Pos) -> Result<Delay, SqlEr
             "a watermark is its column minus a delay, not {expr}"
         ))),
     }
-}
-
-/// `text` with the bytes in the ranges `blank` made spaces (line breaks
-/// kept, one space per character).
-fn keep_only_outside(text: &str, blank: &[(usize, usize)]) -> String {
-    text.char_indices()
-        .map(|(i, c)| {
-            if c != '\n' && blank.iter().any(|&(a, b)| i >= a && i < b) {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod expr;
 mod row_number;
 mod select;
 mod subquery;
+mod temporal;
 mod window;
 
 pub use window::{accept_table_arguments, byte_offset, window_call};

@@ -7,6 +7,7 @@ use sqlparser::ast::{self, Spanned};
 use super::expr::{AggState, Cx, SUBQUERY, Typed, Want};
 use super::subquery::{SubqueryTest, conjuncts, join_scalars, reads_subquery, resolve};
 use super::{Binder, Bound, Col, SqlType, ident, names, rename_columns};
+use crate::sql::as_of;
 use crate::sql::error::{Pos, SqlError, SqlErrorKind};
 use crate::sql::rel::{AggCall, JoinStrategy, JoinType, Rel};
 use crate::sql::scalar::{Compare, Scalar};
@@ -159,7 +160,7 @@ impl Binder<'_> {
     }
 
     /// A condition: a boolean expression over `cols`.
-    fn condition(&mut self, e: &ast::Expr, cols: &[Col]) -> Result<Scalar, SqlError> {
+    pub(super) fn condition(&mut self, e: &ast::Expr, cols: &[Col]) -> Result<Scalar, SqlError> {
         self.condition_in(e, &mut Cx::plain(cols))
     }
 
@@ -360,8 +361,17 @@ impl Binder<'_> {
     fn table_with_joins(&mut self, t: &ast::TableWithJoins) -> Result<Bound, SqlError> {
         let mut acc = self.factor(&t.relation)?;
         for j in &t.joins {
-            let right = self.factor(&j.relation)?;
-            acc = self.join(acc, right, &j.join_operator, Pos::of(j.relation.span()))?;
+            let at = Pos::of(j.relation.span());
+            acc = match as_of::version_time(&j.relation) {
+                Some(time) => {
+                    let right = self.factor(&as_of::unversioned(&j.relation))?;
+                    self.as_of_join(acc, right, time, &j.join_operator, at)?
+                }
+                None => {
+                    let right = self.factor(&j.relation)?;
+                    self.join(acc, right, &j.join_operator, at)?
+                }
+            };
         }
         Ok(acc)
     }
@@ -378,8 +388,19 @@ impl Binder<'_> {
                 (self.window(&name, args, at)?, alias)
             }
             ast::TableFactor::Table {
-                name, alias, args, ..
+                name,
+                alias,
+                args,
+                version,
+                ..
             } => {
+                if version.is_some() {
+                    return Err(SqlError::unsupported(
+                        at,
+                        "FOR SYSTEM_TIME AS OF here: the versioned table is the right side of \
+                         a JOIN ... ON",
+                    ));
+                }
                 if args.is_some() {
                     return Err(SqlError::unsupported(
                         at,
@@ -561,7 +582,7 @@ pub(super) fn aggregate_rel(state: &AggState, input: Rel) -> Rel {
 
 /// An equality between a left column and a right column (`nl` left
 /// columns): the pair of positions, left first.
-fn equi(c: &Scalar, nl: usize) -> Option<(usize, usize)> {
+pub(super) fn equi(c: &Scalar, nl: usize) -> Option<(usize, usize)> {
     match c {
         Scalar::Compare(Compare::Eq, a, b) => match (&**a, &**b) {
             (Scalar::Column(x), Scalar::Column(y)) if *x < nl && *y >= nl => Some((*x, *y)),
