@@ -126,10 +126,13 @@ impl Binder<'_> {
     ) -> Result<usize, SqlError> {
         let cx = &mut Cx::plain(&left.cols);
         let t = self.expr(time, cx)?;
-        let crate::sql::scalar::Scalar::Column(p) = t.0 else {
-            unreachable!("the clause is a column reference");
-        };
         let pos = Pos::of(time.span());
+        let crate::sql::scalar::Scalar::Column(p) = t.0 else {
+            return Err(SqlError::unsupported(
+                pos,
+                format!("FOR SYSTEM_TIME AS OF {time}: it takes a column of the left side"),
+            ));
+        };
         match (kind, t.1, left.cols[p].origin) {
             (TimeKind::Instant, ..) => self.want(&t, Want::Time, time, cx)?,
             (TimeKind::Integer, SqlType::Int | SqlType::Null, _) => {}
