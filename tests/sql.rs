@@ -702,6 +702,40 @@ fn sql_streams_with_kills_equal_batch_and_reprocess() {
     assert!(table_csv(&w, table).starts_with("user_id,n,s,last,pages"));
 }
 
+/// Two versions of a key with one time are two rows whatever the query
+/// reads of them: each left row gets the greatest, once.
+#[test]
+fn as_of_picks_one_version_whatever_the_query_reads() {
+    let w = World::new();
+    let events = w.write("events.csv", "id,k,t\n1,a,10\n2,a,5\n3,b,10\n");
+    let versions = w.write("versions.csv", "k,t,note\na,7,x\na,7,y\na,3,w\n");
+    let declare = "CREATE TABLE versions (t BIGINT, WATERMARK FOR t AS t - 100); ";
+    for (select, expected) in [
+        ("e.id", "id\n1\n2\n"),
+        ("e.id, v.note", "id,note\n1,y\n2,w\n"),
+        ("e.id, v.t", "id,t\n1,7\n2,3\n"),
+    ] {
+        let out = w.path(&format!("out-{}", select.len()));
+        let sql = format!(
+            "{declare}SELECT {select} FROM events e \
+             JOIN versions FOR SYSTEM_TIME AS OF e.t AS v ON e.k = v.k"
+        );
+        w.ok(&[
+            "run",
+            "--sql-text",
+            &sql,
+            "-i",
+            &format!("events={events}"),
+            "-i",
+            &format!("versions={versions}"),
+            "-o",
+            &out.display().to_string(),
+        ]);
+        let got = std::fs::read_to_string(out.join("result.csv")).unwrap();
+        assert_eq!(got, expected, "{sql}");
+    }
+}
+
 /// Every error class names the line and column and exits non-zero before
 /// reading any data (no output directory is made).
 #[test]
@@ -827,6 +861,16 @@ fn sql_errors_name_line_and_column() {
             "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id);\n\
              SELECT o.id FROM orders FOR SYSTEM_TIME AS OF id AS o",
             "q.sql:2:18: FOR SYSTEM_TIME AS OF here: the versioned table is the right side",
+        ),
+        (
+            "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id);\nWITH p AS (SELECT * FROM orders)\n\
+             SELECT o.id FROM orders o JOIN p FOR SYSTEM_TIME AS OF o.id AS q ON o.customer = q.customer",
+            "q.sql:3:32: FOR SYSTEM_TIME AS OF a view, CTE or subquery",
+        ),
+        (
+            "CREATE TABLE orders (id BIGINT, WATERMARK FOR id AS id);\n\
+             SELECT o.id FROM orders o JOIN orders FOR SYSTEM_TIME AS OF o.id AS p USING (customer)",
+            "q.sql:2:32: USING or NATURAL with FOR SYSTEM_TIME AS OF",
         ),
         (
             "CREATE TABLE orders (customer TEXT,\n  WATERMARK FOR customer AS customer - INTERVAL '1' SECOND);\nSELECT id FROM orders",

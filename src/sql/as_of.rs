@@ -21,7 +21,7 @@ use std::ops::ControlFlow;
 use sqlparser::ast::{self, Spanned, VisitMut, VisitorMut};
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan};
 
-use super::blank::{ident, is_word, keep_only_outside, span_bytes, tokens};
+use super::blank::{blanked, ident, is_word, span_bytes, tokens};
 use super::error::{Pos, SqlError, SqlErrorKind};
 
 /// One `FOR SYSTEM_TIME AS OF column` clause, read from the text.
@@ -77,10 +77,7 @@ pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<AsOfClause>), SqlError> 
             pos,
         });
     }
-    if blanks.is_empty() {
-        return Ok((Cow::Borrowed(text), found));
-    }
-    Ok((Cow::Owned(keep_only_outside(text, &blanks)), found))
+    Ok((blanked(text, &blanks), found))
 }
 
 /// The column reference (`ts`, `o.ts`) starting at token `from`, and the

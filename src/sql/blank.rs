@@ -4,6 +4,8 @@
 //! the clause but line breaks becomes a space, so positions in the rest of
 //! the text still point into what the user wrote.
 
+use std::borrow::Cow;
+
 use sqlparser::ast;
 use sqlparser::dialect::GenericDialect;
 use sqlparser::tokenizer::{Location, Span, Token, TokenWithSpan, Tokenizer, Word};
@@ -58,8 +60,16 @@ pub fn span_bytes(text: &str, from: Location, to: Location) -> Option<(usize, us
 }
 
 /// `text` with the bytes in the ranges `blank` made spaces (line breaks
-/// kept, one space per character).
-pub fn keep_only_outside(text: &str, blank: &[(usize, usize)]) -> String {
+/// kept, one space per character); borrowed when there is none.
+pub fn blanked<'t>(text: &'t str, blank: &[(usize, usize)]) -> Cow<'t, str> {
+    if blank.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(keep_only_outside(text, blank))
+}
+
+/// `text` with the bytes in the ranges `blank` made spaces.
+fn keep_only_outside(text: &str, blank: &[(usize, usize)]) -> String {
     text.char_indices()
         .map(|(i, c)| {
             if c != '\n' && blank.iter().any(|&(a, b)| i >= a && i < b) {

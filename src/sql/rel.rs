@@ -448,12 +448,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
             right_key.iter().for_each(|&k| need_right[k] = true);
             let (left, lmap) = prune(*left, &need_left, shared);
             let (right, rmap) = prune(*right, &need_right, shared);
-            let new_nl = lmap.iter().flatten().count();
-            let map: Vec<Option<usize>> = lmap
-                .iter()
-                .copied()
-                .chain(rmap.iter().map(|m| m.map(|p| p + new_nl)))
-                .collect();
+            let map = side_by_side(&lmap, &rmap);
             let residual = residual.map(|r| r.remap(&|i| map[i].expect("kept")));
             let map = if kind.left_only() { lmap.clone() } else { map };
             (
@@ -481,19 +476,15 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
         } => {
             let nl = left.arity(shared);
             let mut need_left = needed[..nl].to_vec();
-            let mut need_right = needed[nl..].to_vec();
             left_key.iter().for_each(|&k| need_left[k] = true);
-            right_key.iter().for_each(|&k| need_right[k] = true);
             need_left[left_time] = true;
-            need_right[right_time] = true;
             let (left, lmap) = prune(*left, &need_left, shared);
-            let (right, rmap) = prune(*right, &need_right, shared);
-            let new_nl = lmap.iter().flatten().count();
-            let map = lmap
-                .iter()
-                .copied()
-                .chain(rmap.iter().map(|m| m.map(|p| p + new_nl)))
-                .collect();
+            // Versions keep every column: two versions of a key with one
+            // time that differ only in columns nobody reads are still two,
+            // of which the greatest is picked; pruned, they would be one
+            // row of multiplicity 2, and the left row would come out twice.
+            let (right, rmap) = prune_all(*right, shared);
+            let map = side_by_side(&lmap, &rmap);
             let at = |map: &[Option<usize>], k: usize| map[k].expect("kept");
             (
                 Rel::AsOf {
@@ -620,6 +611,15 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
         ),
         Rel::Shared(i) => (Rel::Shared(i), identity()),
     }
+}
+
+/// The position map of left ++ right columns, from each side's.
+fn side_by_side(left: &[Option<usize>], right: &[Option<usize>]) -> Vec<Option<usize>> {
+    let nl = left.iter().flatten().count();
+    left.iter()
+        .copied()
+        .chain(right.iter().map(|m| m.map(|p| p + nl)))
+        .collect()
 }
 
 /// Prunes below a node that needs all of its input's columns.

@@ -24,7 +24,7 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::bind::{interval, names};
-use super::blank::{ident, is_word, keep_only_outside, span_bytes, tokens};
+use super::blank::{blanked, ident, is_word, span_bytes, tokens};
 use super::error::{Pos, SqlError, SqlErrorKind};
 
 /// One `WATERMARK FOR column AS expression` clause.
@@ -96,10 +96,9 @@ pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<Watermark>), SqlError> {
                 }),
                 true,
             ) => (ident(w, *span), i + 4),
-            _ => return Err(SqlError::new(SqlErrorKind::Syntax, pos, USAGE)),
+            _ => return Err(usage(pos)),
         };
-        let end = expression_end(&tokens, expr_at)
-            .ok_or_else(|| SqlError::new(SqlErrorKind::Syntax, pos, USAGE))?;
+        let end = expression_end(&tokens, expr_at).ok_or_else(|| usage(pos))?;
         let (from, to) = (tokens[expr_at].span.start, tokens[end - 1].span.end);
         let expr = parse_expr(
             text,
@@ -128,10 +127,7 @@ pub fn extract(text: &str) -> Result<(Cow<'_, str>, Vec<Watermark>), SqlError> {
             pos,
         });
     }
-    if blanks.is_empty() {
-        return Ok((Cow::Borrowed(text), found));
-    }
-    Ok((Cow::Owned(keep_only_outside(text, &blanks)), found))
+    Ok((blanked(text, &blanks), found))
 }
 
 /// The table of the `CREATE TABLE name (` whose parenthesis encloses
@@ -197,7 +193,7 @@ fn parse_expr(text: &str, keep: (usize, usize), pos: Pos) -> Result<ast::Expr, S
     let expr = parser.parse_expr().map_err(SqlError::syntax)?;
     match parser.peek_token().token {
         Token::EOF => Ok(expr),
-        _ => Err(SqlError::new(SqlErrorKind::Syntax, pos, USAGE)),
+        _ => Err(usage(pos)),
     }
 }
 

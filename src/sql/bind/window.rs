@@ -13,9 +13,8 @@
 use std::borrow::Cow;
 
 use sqlparser::ast::{self, Spanned};
-use sqlparser::dialect::GenericDialect;
 use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use sqlparser::tokenizer::Token;
 
 use super::expr::{Cx, Want, interval};
 use super::{Binder, Bound, Col, SqlType};
@@ -39,13 +38,9 @@ const MAX_SIZE: i64 = 10_000 * 366 * MICROS_PER_DAY;
 /// BY k` made the arguments `t, k`; every other character stays where it
 /// was, so error positions still point into the user's text.
 pub fn accept_table_arguments(text: &str) -> Cow<'_, str> {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, text).tokenize_with_location() else {
+    let Some(tokens) = crate::sql::blank::tokens(text) else {
         return Cow::Borrowed(text);
     };
-    let tokens: Vec<_> = tokens
-        .into_iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
     let word = |i: usize, k: Keyword| matches!(tokens.get(i).map(|t| &t.token), Some(Token::Word(w)) if w.keyword == k);
     // (where, what it becomes: text of the same length)
     let mut edits = Vec::new();
