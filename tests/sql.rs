@@ -736,6 +736,101 @@ fn as_of_picks_one_version_whatever_the_query_reads() {
     }
 }
 
+/// Orders of which a third are one customer's, and its customers.
+fn skewed_tables(w: &World) -> (String, String) {
+    let mut rng = Rng(0x5ce3);
+    let mut orders = String::from("id,customer,region,amount\n");
+    for id in 0..3000 {
+        let customer = match rng.below(3) {
+            0 => 7,
+            _ => rng.below(500),
+        };
+        let amount = match rng.below(25) {
+            0 => String::new(),
+            _ => rng.below(100).to_string(),
+        };
+        orders.push_str(&format!("{id},{customer},{},{amount}\n", customer % 4));
+    }
+    let mut customers = String::from("customer,region,tier\n");
+    for c in (0..520).step_by(2) {
+        customers.push_str(&format!("{c},{},{}\n", c % 4, rng.below(3)));
+    }
+    (
+        w.write("skewed_orders.csv", &orders),
+        w.write("skewed_customers.csv", &customers),
+    )
+}
+
+/// Joins and groupings over a hot key give the same bytes whichever
+/// strategy computes them — salted hot keys (asked, or found by `auto`'s
+/// sample), broadcast or shuffled, on 1 to 4 workers — and DuckDB's rows.
+#[test]
+fn every_strategy_gives_the_same_rows_over_a_hot_key() {
+    let w = World::new();
+    let (orders, customers) = skewed_tables(&w);
+    let queries = [
+        "SELECT c.tier, count(*) AS n, sum(o.amount) AS total FROM orders o \
+         JOIN customers c ON o.customer = c.customer GROUP BY c.tier",
+        "SELECT o.id, c.tier FROM orders o LEFT JOIN customers c \
+         ON o.customer = c.customer AND o.region = c.region",
+        "SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c \
+         WHERE c.customer = o.customer AND c.tier <> o.amount % 3)",
+        "SELECT o.id FROM orders o WHERE NOT EXISTS (SELECT 1 FROM customers c \
+         WHERE c.customer = o.customer)",
+        "SELECT customer, count(*) AS n, count(DISTINCT amount) AS amounts, min(amount) AS lo, \
+         max(amount) AS hi, avg(amount) AS mean FROM orders GROUP BY customer",
+    ];
+    let python = duckdb_python();
+    let tables = [
+        ("orders", orders.as_str()),
+        ("customers", customers.as_str()),
+    ];
+    for (q, query) in queries.iter().enumerate() {
+        let run = |name: &str, workers: &str, params: &[&str]| -> (String, String) {
+            let out = w.path(&format!("skew-{q}-{name}-{workers}"));
+            let mut args = vec!["run", "--sql-text", query, "--workers", workers];
+            let (io, ic) = (format!("orders={orders}"), format!("customers={customers}"));
+            let out_s = out.display().to_string();
+            args.extend(["-i", &io, "-o", &out_s]);
+            if query.contains("customers") {
+                args.extend(["-i", &ic]);
+            }
+            params.iter().for_each(|p| args.extend(["-p", p]));
+            let log = w.ok(&args);
+            (
+                std::fs::read_to_string(out.join("result.csv")).unwrap(),
+                log,
+            )
+        };
+        let (reference, _) = run("shuffle", "1", &["strategy=shuffle"]);
+        for (name, workers, params) in [
+            ("skew", "2", &["strategy=skew"][..]),
+            ("skew", "4", &["strategy=skew", "salts=3"]),
+            ("auto", "3", &["broadcast_limit=0"]),
+            ("broadcast", "2", &["strategy=broadcast"]),
+            ("shuffle", "4", &["strategy=shuffle"]),
+        ] {
+            let (got, log) = run(name, workers, params);
+            assert_eq!(got, reference, "{query}: {name} on {workers} workers");
+            if name != "shuffle" && name != "broadcast" {
+                assert!(
+                    log.contains("strategy skew") && log.contains("sampled rows: 7"),
+                    "{query}: {name} found no hot key 7:\n{log}"
+                );
+            }
+        }
+        if let Some(python) = &python {
+            let expected = duckdb_rows(python, query, &tables);
+            let got = kappa_rows(&reference);
+            assert!(
+                same_rows(&got, &expected),
+                "{query}\n{}",
+                difference(&got, &expected)
+            );
+        }
+    }
+}
+
 /// Every error class names the line and column and exits non-zero before
 /// reading any data (no output directory is made).
 #[test]
@@ -942,10 +1037,34 @@ fn explain_shows_columns_operators_and_keys() {
         "{text}"
     );
     assert!(
-        text.contains("sql join orders with customers: strategy broadcast (right side "),
+        text.contains("sql join orders with customers: strategy broadcast (auto: right side "),
         "{text}"
     );
     assert!(text.contains("filter (#2 > 10)"), "{text}");
+    let (hot_orders, hot_customers) = skewed_tables(&w);
+    let skewed = w.ok(&[
+        "sql",
+        "explain",
+        "--sql-text",
+        "SELECT o.customer, count(*) AS n FROM orders o JOIN customers c \
+         ON o.customer = c.customer GROUP BY o.customer",
+        "-i",
+        &format!("orders={hot_orders}"),
+        "-i",
+        &format!("customers={hot_customers}"),
+        "-p",
+        "broadcast_limit=1K",
+    ]);
+    for line in [
+        "group by [#0] computing count(*) (1 hot keys in two phases)",
+        "inner join on left.#0 = right.#0 (strategy skew: 1 hot keys)",
+        "sql join orders with customers: strategy skew (auto: right side 2046 bytes > 1024; \
+         1 hot keys at >= 1% of 3000 sampled rows: 7 (34.6%))",
+        "sql group by of orders+customers: strategy skew (1 hot keys at >= 1% of 3000 sampled \
+         rows: 7 (34.6%))",
+    ] {
+        assert!(skewed.contains(line), "{line}\n{skewed}");
+    }
     let declared = w.ok(&[
         "sql",
         "explain",

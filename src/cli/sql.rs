@@ -1,6 +1,7 @@
 //! The SQL flags of `run`, `stream` and `reprocess` (`--sql FILE`,
 //! `--sql-text SQL`), and `kappa sql explain`.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -8,10 +9,11 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 use super::run::name_value;
-use crate::job::{Job, Schemas};
+use crate::job::{Job, Params, Schemas};
 use crate::registry::Registry;
-use crate::schema::InputSchema;
-use crate::source::InputFiles;
+use crate::schema::{ColumnType, InputSchema};
+use crate::source::sample::sample_keys;
+use crate::source::{BadRowPolicy, InputFiles, ReadOptions};
 use crate::sql::SqlJob;
 
 /// A SQL script instead of a named job.
@@ -82,6 +84,10 @@ struct ExplainArgs {
     /// declares with CREATE TABLE needs none).
     #[arg(short, long, value_name = "NAME=PATH", value_parser = name_value::<PathBuf>)]
     input: Vec<(String, PathBuf)>,
+    /// A strategy parameter: K=V (`strategy`, `broadcast_limit`, `salts`,
+    /// `sample_rate`, `hot_threshold`; as for `kappa run --sql`).
+    #[arg(short, long, value_name = "K=V", value_parser = name_value::<String>)]
+    param: Vec<(String, String)>,
 }
 
 pub fn run(args: SqlCommandArgs) -> anyhow::Result<()> {
@@ -96,17 +102,15 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     };
     let spec = job.spec();
     let mut schemas = Vec::new();
-    let sizes = Sizes::default();
+    let known = Known::default();
     for name in job.input_names() {
         let given = args.input.iter().find(|(n, _)| n == name);
         let columns = match (given, job.declared_columns(name)) {
             (Some((_, path)), _) => {
                 let files = InputFiles::resolve(name, path, None, None)?;
-                sizes
-                    .bytes
-                    .borrow_mut()
-                    .insert(name.to_string(), files.bytes());
-                files.schema.columns
+                let columns = files.schema.columns.clone();
+                known.files.borrow_mut().push(files);
+                columns
             }
             (None, Some(columns)) => columns,
             (None, None) => bail!(
@@ -119,23 +123,46 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             columns,
         });
     }
-    print!("{}", job.explain(&Schemas::new(&spec, schemas), &sizes)?);
-    for d in sizes.decisions.borrow().iter() {
+    let params = Params::resolve(&spec, &args.param)?;
+    print!(
+        "{}",
+        job.explain(&Schemas::new(&spec, schemas), &params, &known)?
+    );
+    for d in known.decisions.borrow().iter() {
         println!("{d}");
     }
     Ok(())
 }
 
-/// What explain knows of the data: the sizes of the input files given.
+/// What explain knows of the data: the input files given, for their
+/// sizes and a sample of their keys (as a batch run over them would).
 #[derive(Default)]
-struct Sizes {
-    bytes: std::cell::RefCell<std::collections::BTreeMap<String, u64>>,
-    decisions: std::cell::RefCell<Vec<String>>,
+struct Known {
+    files: RefCell<Vec<InputFiles>>,
+    decisions: RefCell<Vec<String>>,
 }
 
-impl crate::job::DataContext for Sizes {
+impl crate::job::DataContext for Known {
     fn input_bytes(&self, input: &str) -> Option<u64> {
-        self.bytes.borrow().get(input).copied()
+        let files = self.files.borrow();
+        files
+            .iter()
+            .find(|f| f.schema.name == input)
+            .map(InputFiles::bytes)
+    }
+    fn sample_keys(
+        &self,
+        input: &str,
+        columns: &[(usize, ColumnType)],
+        rate: f64,
+    ) -> Option<crate::job::KeySample> {
+        let files = self.files.borrow();
+        let index = files.iter().position(|f| f.schema.name == input)?;
+        let options = ReadOptions {
+            null: None,
+            on_bad_row: BadRowPolicy::Skip,
+        };
+        sample_keys(&files[index], index, columns, rate, &options).ok()
     }
     fn decide(&self, note: String) {
         self.decisions.borrow_mut().push(note);

@@ -22,7 +22,7 @@ use super::EngineError;
 use crate::job::{DataContext, Job, KeySample, Params, Plan, plan_job};
 use crate::runner::WorkerConfig;
 use crate::runner::batch::BatchRun;
-use crate::schema::OutputSchema;
+use crate::schema::{ColumnType, OutputSchema};
 use crate::sink::files;
 use crate::source::{BadRows, Format, InputFiles, ReadOptions};
 use crate::value::Row;
@@ -303,7 +303,12 @@ impl DataContext for FilesContext<'_> {
         self.files(input).map(InputFiles::bytes)
     }
 
-    fn sample_keys(&self, input: &str, columns: &[usize], rate: f64) -> Option<KeySample> {
+    fn sample_keys(
+        &self,
+        input: &str,
+        columns: &[(usize, ColumnType)],
+        rate: f64,
+    ) -> Option<KeySample> {
         let index = self.inputs.iter().position(|f| f.schema.name == input)?;
         let files = &self.inputs[index];
         let started = std::time::Instant::now();

@@ -175,10 +175,15 @@ pub trait DataContext {
         let _ = input;
         None
     }
-    /// Counts of the values of `columns` (input column indices) over a
-    /// sample of about `rate` of the rows of the input named `input`, when
-    /// it can be read.
-    fn sample_keys(&self, input: &str, columns: &[usize], rate: f64) -> Option<KeySample> {
+    /// Counts of the values of `columns` (input column indices, each read
+    /// as its type) over a sample of about `rate` of the rows of the input
+    /// named `input`, when it can be read.
+    fn sample_keys(
+        &self,
+        input: &str,
+        columns: &[(usize, ColumnType)],
+        rate: f64,
+    ) -> Option<KeySample> {
         let _ = (input, columns, rate);
         None
     }

@@ -376,7 +376,7 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
         sides: &JoinInput<'s, K>,
         kind: JoinKind,
         keyed: VecCollection<'s, Time, (KK, Row)>,
-        arrange: fn(VecCollection<'s, Time, (KK, Row)>, &str) -> Arr<'s, KK, Row>,
+        arrange: fn(Keyed<'s, KK>, &str) -> Arr<'s, KK, Row>,
     ) -> Self {
         let unmatchable = matches!(kind, JoinKind::Left | JoinKind::Anti)
             .then(|| (keyed.clone().map(|(_, row)| row), sides.null_keyed()));

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use differential_dataflow::Hashable;
 
 use crate::job::{DataContext, ParamSpec, Params, PlanError};
+use crate::schema::ColumnType;
 use crate::value::{Row, Value};
 
 /// The most partitions a hot key may be salted into: each salt of a hot key
@@ -107,7 +108,7 @@ impl Physical {
 }
 
 /// A fixed set of hot keys and the number of salts for each.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HotKeys {
     /// Keys as rows of key values (one value per key column).
     pub keys: Vec<Row>,
@@ -245,7 +246,7 @@ impl SkewParams {
             StrategyParam::Shuffle => (Physical::Shuffle, "asked".to_string()),
             StrategyParam::Broadcast => (Physical::Broadcast, "asked".to_string()),
             StrategyParam::Skew => {
-                let (hot, why) = self.hot_keys(data, large, large_key);
+                let (hot, why) = self.hot_keys(data, large, &untyped(large_key));
                 (Physical::Skew(hot), why)
             }
             StrategyParam::Auto => {
@@ -259,7 +260,7 @@ impl SkewParams {
                         ),
                     ),
                     _ => {
-                        let (hot, why) = self.hot_keys(data, large, large_key);
+                        let (hot, why) = self.hot_keys(data, large, &untyped(large_key));
                         if hot.keys.is_empty() {
                             (Physical::Shuffle, format!("auto: {why}"))
                         } else {
@@ -287,7 +288,7 @@ impl SkewParams {
                 (Physical::Shuffle, "asked".to_string())
             }
             StrategyParam::Skew | StrategyParam::Auto => {
-                let (hot, why) = self.hot_keys(data, input, key);
+                let (hot, why) = self.hot_keys(data, input, &untyped(key));
                 if hot.keys.is_empty() && self.strategy == StrategyParam::Auto {
                     (Physical::Shuffle, format!("auto: {why}"))
                 } else {
@@ -299,12 +300,14 @@ impl SkewParams {
         physical
     }
 
-    /// The hot keys: given by hand, else found in a sample of the input.
-    fn hot_keys(
+    /// The hot keys: given by hand, else found in a sample of the input's
+    /// `key` columns, each read as its type (as the dataflow reads it, so
+    /// that the keys found are equal to the keys the rows carry).
+    pub fn hot_keys(
         &self,
         data: &dyn DataContext,
         input: &str,
-        key: &[usize],
+        key: &[(usize, ColumnType)],
     ) -> (Arc<HotKeys>, String) {
         let hot = |keys: Vec<Row>| {
             Arc::new(HotKeys {
@@ -346,6 +349,12 @@ impl SkewParams {
             }
         }
     }
+}
+
+/// Key columns read as the values their text suggests (the built-in
+/// jobs' inputs are untyped).
+fn untyped(key: &[usize]) -> Vec<(usize, ColumnType)> {
+    key.iter().map(|&c| (c, ColumnType::Any)).collect()
 }
 
 /// The `hot=` keys: `|` between a key's values, an empty value is null,

@@ -17,13 +17,13 @@ use crate::schema::{ColumnType, Projection};
 pub fn sample_keys(
     input: &InputFiles,
     index: usize,
-    columns: &[usize],
+    columns: &[(usize, ColumnType)],
     rate: f64,
     options: &ReadOptions,
 ) -> Result<KeySample, SourceError> {
     let projection = Projection {
         input: input.schema.name.clone(),
-        columns: columns.iter().map(|&c| (c, ColumnType::Any)).collect(),
+        columns: columns.to_vec(),
         late: None,
         rules: Vec::new(),
     };
@@ -92,7 +92,7 @@ mod tests {
             null: None,
             on_bad_row: BadRowPolicy::Fail,
         };
-        let sample = sample_keys(&input, 0, &[0], 0.05, &options).unwrap();
+        let sample = sample_keys(&input, 0, &[(0, ColumnType::Any)], 0.05, &options).unwrap();
         assert!(
             sample.rows > i / 40 && sample.rows < i / 10,
             "{} of {i}",

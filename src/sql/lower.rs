@@ -109,6 +109,7 @@ impl<'s> Lower<'_, 's> {
                 let physical = match strategy {
                     JoinStrategy::Shuffle => Physical::Shuffle,
                     JoinStrategy::Broadcast => Physical::Broadcast,
+                    JoinStrategy::Skew(hot) => Physical::Skew(hot.clone()),
                     JoinStrategy::Interval(band) => {
                         let p = residual.clone().expect("a band is found in the condition");
                         let keys = (left_key.as_slice(), right_key.as_slice());
@@ -151,9 +152,17 @@ impl<'s> Lower<'_, 's> {
                 };
                 self.rel(left).as_of_join(self.rel(right), spec)
             }
-            Rel::Aggregate { input, keys, aggs } => {
-                let rows = self.rel(input);
-                aggregate(rows, *keys, aggs, self.updates)
+            Rel::Aggregate {
+                input,
+                keys,
+                aggs,
+                hot,
+            } => {
+                let physical = match hot {
+                    Some(h) => Physical::Skew(h.clone()),
+                    None => Physical::Shuffle,
+                };
+                aggregate(self.rel(input), *keys, aggs, &physical, self.updates)
             }
             Rel::Distinct(input) => self.rel(input).distinct(),
             Rel::Window { input, time, kind } => {
@@ -353,7 +362,13 @@ impl<'s> Lower<'_, 's> {
 /// A grouping: the first `keys` columns are the key, the aggregates read
 /// the other columns. With no key (a global aggregate) the one result row
 /// exists even over no input rows, as SQL says: counts 0, the rest null.
-fn aggregate<'s>(rows: Rows<'s>, keys: usize, aggs: &[AggCall], updates: Updates) -> Rows<'s> {
+fn aggregate<'s>(
+    rows: Rows<'s>,
+    keys: usize,
+    aggs: &[AggCall],
+    physical: &Physical,
+    updates: Updates,
+) -> Rows<'s> {
     let mut values: Vec<usize> = Vec::new();
     let calls: Vec<(AggKind, Option<usize>)> = aggs
         .iter()
@@ -372,7 +387,7 @@ fn aggregate<'s>(rows: Rows<'s>, keys: usize, aggs: &[AggCall], updates: Updates
         (0..keys).collect(),
         values,
         Aggregates::over_positions(&calls),
-        &Physical::Shuffle,
+        physical,
         updates,
     );
     if keys > 0 {

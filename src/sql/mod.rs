@@ -36,6 +36,7 @@ mod blank;
 mod lower;
 mod rel;
 mod scalar;
+mod strategy;
 mod watermark;
 
 use std::collections::BTreeSet;
@@ -51,7 +52,7 @@ use crate::job::{
 use crate::schema::{ColumnType, LateRule, OutputSchema, Projection};
 use bind::{Binder, Bound, InputInfo};
 pub use error::{Pos, SqlError, SqlErrorKind};
-use rel::{JoinStrategy, JoinType, Rel};
+use rel::Rel;
 use watermark::{Delay, Watermark};
 
 /// The job name every SQL job runs under.
@@ -396,12 +397,18 @@ impl SqlJob {
     }
 
     /// The plan of the script over `schemas`, as `kappa sql explain` prints
-    /// it, with the join strategies chosen from what `data` knows.
-    pub fn explain(&self, schemas: &Schemas, data: &dyn DataContext) -> Result<String, SqlError> {
+    /// it, with the join and grouping strategies chosen from `params` (the
+    /// job's, resolved) and what `data` knows.
+    pub fn explain(
+        &self,
+        schemas: &Schemas,
+        params: &Params,
+        data: &dyn DataContext,
+    ) -> Result<String, PlanError> {
         let mut b = self
             .bind(schemas)
-            .map_err(|e| e.located(&self.source, &self.original))?;
-        choose_strategies(&mut b, data);
+            .map_err(|e| PlanError::Sql(Box::new(e.located(&self.source, &self.original))))?;
+        strategy::choose(&mut b, &strategy::parse(params)?, data);
         let input_names: Vec<String> = b.infos.iter().map(|i| i.name.clone()).collect();
         let input_columns: Vec<Vec<String>> = b.infos.iter().map(|i| i.columns.clone()).collect();
         let ctx = rel::ExplainContext {
@@ -461,84 +468,8 @@ impl SqlJob {
     }
 }
 
-/// The most bytes of input a join's right side may read to be broadcast
-/// (the built-in `join`'s default `broadcast_limit`).
-const BROADCAST_LIMIT: u64 = 32 << 20;
-
-/// Picks each join's strategy from what the runner knows of the inputs'
-/// sizes: an inner or left join whose right side reads inputs of at most
-/// [`BROADCAST_LIMIT`] bytes in all is broadcast, as the built-in `join`'s
-/// `auto` does; without sizes (streams) joins shuffle. Each choice is told
-/// to `data` (the run's summary, `kappa sql explain`).
-fn choose_strategies(b: &mut Bound_, data: &dyn DataContext) {
-    let names: Vec<String> = b.infos.iter().map(|i| i.name.clone()).collect();
-    // Joins are chosen in place; what a view reads does not change.
-    let shared = b.shared.clone();
-    let mut choose = |rel: &mut Rel| {
-        let Rel::Join {
-            right,
-            kind,
-            strategy,
-            left,
-            ..
-        } = rel
-        else {
-            return;
-        };
-        let tables = |r: &Rel| -> String {
-            let read = rel::inputs_of(r, &shared);
-            let names: Vec<&str> = read.iter().map(|&i| names[i].as_str()).collect();
-            names.join("+")
-        };
-        let what = format!("sql join {} with {}", tables(left), tables(right));
-        if let JoinStrategy::Interval(b) = strategy {
-            data.decide(format!(
-                "{what}: strategy interval (the condition bounds right.#{} - left.#{} to {}: \
-                 only rows close in time are compared)",
-                b.right_time,
-                b.left_time,
-                b.range()
-            ));
-            return;
-        }
-        let bytes: Option<u64> = rel::inputs_of(right, &shared)
-            .iter()
-            .map(|&i| data.input_bytes(&names[i]))
-            .sum();
-        let (chosen, why) = match (kind, bytes) {
-            (JoinType::Right | JoinType::Full, _) => {
-                (JoinStrategy::Shuffle, "right and full joins shuffle".into())
-            }
-            _ if right.at_most_one_row() => (
-                JoinStrategy::Broadcast,
-                "right side is at most one row".into(),
-            ),
-            (_, Some(n)) if n <= BROADCAST_LIMIT => (
-                JoinStrategy::Broadcast,
-                format!("right side {n} bytes <= {BROADCAST_LIMIT}"),
-            ),
-            (_, Some(n)) => (
-                JoinStrategy::Shuffle,
-                format!("right side {n} bytes > {BROADCAST_LIMIT}"),
-            ),
-            (_, None) => (JoinStrategy::Shuffle, "input sizes unknown".into()),
-        };
-        *strategy = chosen;
-        data.decide(format!(
-            "{what}: strategy {} ({why})",
-            format!("{chosen:?}").to_lowercase()
-        ));
-    };
-    for r in b.shared.iter_mut() {
-        rel::for_each_join(r, &mut choose);
-    }
-    for (_, r, _) in b.outputs.iter_mut() {
-        rel::for_each_join(r, &mut choose);
-    }
-}
-
 /// What binding a script gives.
-struct Bound_ {
+pub(crate) struct Bound_ {
     infos: Vec<InputInfo>,
     shared: Vec<Rel>,
     shared_names: Vec<String>,
@@ -576,11 +507,13 @@ impl Job for SqlJob {
                     about: "a table the query reads",
                 })
                 .collect(),
-            params: vec![ParamSpec {
+            params: std::iter::once(ParamSpec {
                 name: QUERY_PARAM,
                 default: Some(self.normalized),
                 help: "the query (set by --sql; its normalized text is the job's identity)",
-            }],
+            })
+            .chain(strategy::param_specs())
+            .collect(),
             outputs: self
                 .outputs
                 .iter()
@@ -612,7 +545,7 @@ impl Job for SqlJob {
         let mut b = self
             .bind(inputs)
             .map_err(|e| PlanError::Sql(Box::new(e.located(&self.source, &self.original))))?;
-        choose_strategies(&mut b, data);
+        strategy::choose(&mut b, &strategy::parse(params)?, data);
         let outputs = b
             .outputs
             .iter()

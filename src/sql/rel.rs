@@ -9,10 +9,12 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use super::band::{TimeBand, TimeKind};
 use super::scalar::Scalar;
 use crate::ops::aggregate::AggKind;
+use crate::ops::skew::HotKeys;
 use crate::value::Value;
 
 /// How two relations are joined.
@@ -42,7 +44,7 @@ impl JoinType {
 }
 
 /// How a join is computed (the same rows either way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JoinStrategy {
     /// Both sides partitioned by key.
     Shuffle,
@@ -52,6 +54,10 @@ pub enum JoinStrategy {
     /// The condition bounds a time of one side by the other's: the
     /// interval join (both sides partitioned by key and time bucket).
     Interval(TimeBand),
+    /// The left side's rows of these (hot) keys spread over several
+    /// workers, the right side's rows of them copied to each; the rest
+    /// shuffled.
+    Skew(Arc<HotKeys>),
 }
 
 /// Set operations besides `UNION ALL`.
@@ -150,6 +156,10 @@ pub enum Rel {
         keys: usize,
         /// The aggregates.
         aggs: Vec<AggCall>,
+        /// Keys so frequent that their rows are aggregated in two phases
+        /// (on several workers, then combined); chosen with the join
+        /// strategies.
+        hot: Option<Arc<HotKeys>>,
     },
     /// Each distinct row once.
     Distinct(Box<Rel>),
@@ -500,7 +510,12 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                 map,
             )
         }
-        Rel::Aggregate { input, keys, aggs } => {
+        Rel::Aggregate {
+            input,
+            keys,
+            aggs,
+            hot,
+        } => {
             let mut need = vec![false; input.arity(shared)];
             need[..keys].iter_mut().for_each(|n| *n = true);
             aggs.iter()
@@ -520,6 +535,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                     input: Box::new(input),
                     keys,
                     aggs,
+                    hot,
                 },
                 identity(),
             )
@@ -653,13 +669,33 @@ pub fn inputs_of(rel: &Rel, shared: &[Rel]) -> BTreeSet<usize> {
     out
 }
 
-/// Calls `f` on every join of `rel`, innermost first.
-pub fn for_each_join(rel: &mut Rel, f: &mut dyn FnMut(&mut Rel)) {
+/// Calls `f` on every node of `rel`, innermost first.
+pub fn for_each_node(rel: &mut Rel, f: &mut dyn FnMut(&mut Rel)) {
     for child in rel.children_mut() {
-        for_each_join(child, f);
+        for_each_node(child, f);
     }
-    if matches!(rel, Rel::Join { .. }) {
-        f(rel);
+    f(rel);
+}
+
+/// The input column that column `col` of `rel` is, unchanged, with about
+/// the input's frequencies of values, if there is one: `(input, column)`.
+/// Followed through filters, projections, shared relations and the left
+/// (large) side of joins, where each left row keeps its value; not through
+/// a join's right side (a value's count there says little of its count in
+/// the output) nor anything that computes or merges rows.
+pub fn origin(rel: &Rel, col: usize, shared: &[Rel]) -> Option<(usize, usize)> {
+    match rel {
+        Rel::Scan { input, columns } => Some((*input, columns[col])),
+        Rel::Filter(input, _) => origin(input, col, shared),
+        Rel::Map(input, exprs) => match exprs[col] {
+            Scalar::Column(c) => origin(input, c, shared),
+            _ => None,
+        },
+        Rel::Join { left, .. } | Rel::AsOf { left, .. } if col < left.arity(shared) => {
+            origin(left, col, shared)
+        }
+        Rel::Shared(i) => origin(&shared[*i], col, shared),
+        _ => None,
     }
 }
 
@@ -711,6 +747,7 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                     b.left_time,
                     b.range()
                 ),
+                JoinStrategy::Skew(hot) => format!("skew: {} hot keys", hot.keys.len()),
                 other => format!("{other:?}").to_lowercase(),
             };
             let mut s = match (keys.is_empty(), banded) {
@@ -750,7 +787,9 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                 if *keep_unmatched { "left " } else { "" },
             )
         }
-        Rel::Aggregate { keys, aggs, .. } => {
+        Rel::Aggregate {
+            keys, aggs, hot, ..
+        } => {
             let aggs: Vec<String> = aggs
                 .iter()
                 .map(|a| match a.arg {
@@ -759,8 +798,12 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                 })
                 .collect();
             let group = (0..*keys).map(|k| format!("#{k}")).collect::<Vec<_>>();
+            let hot = match hot {
+                Some(h) => format!(" ({} hot keys in two phases)", h.keys.len()),
+                None => String::new(),
+            };
             format!(
-                "group by [{}] computing {}",
+                "group by [{}] computing {}{hot}",
                 group.join(", "),
                 aggs.join(", ")
             )

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::schema::InputSchema;
+use crate::value::Value;
 
 fn schemas(job: &SqlJob, inputs: &[(&str, &[&str])]) -> Schemas {
     let spec = job.spec();
@@ -93,7 +94,7 @@ fn declared_types_and_views() {
     let names: Vec<&str> = p.outputs.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["per", "big"]);
     assert_eq!(p.outputs[0].key, [0]);
-    let text = job.explain(&s, &crate::job::NoData).unwrap();
+    let text = job.explain(&s, &params, &crate::job::NoData).unwrap();
     assert!(text.contains("shared per (computed once)"), "{text}");
     assert!(text.contains("read per"), "{text}");
     // A declared column the input does not have.
@@ -102,9 +103,13 @@ fn declared_types_and_views() {
         "q.sql",
     )
     .unwrap();
+    let params = Params::resolve(&job.spec(), &[]).unwrap();
     let e = job
-        .explain(&schemas(&job, &[ORDERS]), &crate::job::NoData)
+        .explain(&schemas(&job, &[ORDERS]), &params, &crate::job::NoData)
         .unwrap_err();
+    let crate::job::PlanError::Sql(e) = e else {
+        panic!("{e}")
+    };
     assert_eq!(e.kind, SqlErrorKind::UnknownColumn);
     assert!(
         e.to_string()
@@ -245,4 +250,100 @@ fn date_uses_type_inferred_columns() {
     assert_eq!(e.kind, SqlErrorKind::Invalid);
     let e = error("SELECT id FROM orders WHERE amount + 1 > 2 AND amount < DATE '2024-01-01'");
     assert_eq!(e.kind, SqlErrorKind::Type);
+}
+
+/// Large inputs of which every sampled key is `hot` or unique; the
+/// decisions told, kept.
+struct Skewed {
+    hot: Value,
+    decisions: std::cell::RefCell<Vec<String>>,
+}
+
+impl DataContext for Skewed {
+    fn input_bytes(&self, _: &str) -> Option<u64> {
+        Some(1 << 30)
+    }
+    fn sample_keys(
+        &self,
+        _: &str,
+        columns: &[(usize, ColumnType)],
+        _: f64,
+    ) -> Option<crate::job::KeySample> {
+        let mut sample = crate::job::KeySample::default();
+        for i in 0..1000 {
+            let v = if i % 2 == 0 {
+                self.hot.clone()
+            } else {
+                Value::Int(i)
+            };
+            *sample.counts.entry(vec![v; columns.len()]).or_default() += 1;
+            sample.rows += 1;
+        }
+        Some(sample)
+    }
+    fn decide(&self, note: String) {
+        self.decisions.borrow_mut().push(note);
+    }
+}
+
+/// Skew is chosen where the key is a large input's columns, unchanged (the
+/// left side of a join, a grouping over it), never through a join's right
+/// side or a computed key; `strategy=` overrides `auto`.
+#[test]
+fn hot_keys_are_sampled_where_the_key_is_an_input_column() {
+    let sql = "SELECT c.city, o.customer, count(*) AS n FROM orders o \
+               JOIN customers c ON o.customer = c.name GROUP BY c.city, o.customer; \
+               ";
+    let job = SqlJob::parse(sql, "q.sql").unwrap();
+    let s = schemas(&job, &[ORDERS, CUSTOMERS]);
+    let explain = |given: &[(&str, &str)]| {
+        let data = Skewed {
+            hot: Value::Str("c7".into()),
+            decisions: Default::default(),
+        };
+        let given: Vec<(String, String)> = given
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let params = Params::resolve(&job.spec(), &given).unwrap();
+        let text = job.explain(&s, &params, &data).unwrap();
+        (text, data.decisions.take())
+    };
+    let (text, decisions) = explain(&[]);
+    assert!(text.contains("(strategy skew: 1 hot keys)"), "{text}");
+    assert!(decisions[0].contains("1 hot keys at >= 1% of 1000 sampled rows: c7 (50.0%)"));
+    // The grouping's key holds c.city, from the join's right side.
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    let (text, decisions) = explain(&[("strategy", "shuffle")]);
+    assert!(text.contains("(strategy shuffle)"), "{text}");
+    assert_eq!(
+        decisions,
+        ["sql join orders with customers: strategy shuffle (asked)"]
+    );
+    let grouped = SqlJob::parse(
+        "SELECT customer, lower(note) AS n, count(*) AS c FROM orders GROUP BY customer, lower(note)",
+        "q.sql",
+    )
+    .unwrap();
+    let params = Params::resolve(&grouped.spec(), &[]).unwrap();
+    let data = Skewed {
+        hot: Value::Str("c7".into()),
+        decisions: Default::default(),
+    };
+    let text = grouped
+        .explain(&schemas(&grouped, &[ORDERS]), &params, &data)
+        .unwrap();
+    assert!(
+        !text.contains("hot keys"),
+        "a computed key is not sampled: {text}"
+    );
+    let by_input = SqlJob::parse(
+        "SELECT customer, count(*) AS c FROM orders WHERE amount > 0 GROUP BY customer",
+        "q.sql",
+    )
+    .unwrap();
+    let text = by_input
+        .explain(&schemas(&by_input, &[ORDERS]), &params, &data)
+        .unwrap();
+    assert!(text.contains("(1 hot keys in two phases)"), "{text}");
 }

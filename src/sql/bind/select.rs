@@ -577,6 +577,7 @@ pub(super) fn aggregate_rel(state: &AggState, input: Rel) -> Rel {
         input: Box::new(Rel::Map(Box::new(input), pre)),
         keys,
         aggs,
+        hot: None,
     }
 }
 

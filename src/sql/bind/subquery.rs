@@ -526,6 +526,7 @@ impl Binder<'_> {
         let counts = Rel::Aggregate {
             input: Box::new(Rel::Map(Box::new(right.clone()), vec![v, present])),
             keys: 0,
+            hot: None,
             aggs: vec![
                 AggCall {
                     kind: AggKind::Count,
