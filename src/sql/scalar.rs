@@ -404,7 +404,11 @@ impl Scalar {
         }
     }
 
-    /// The conjuncts of an `AND` chain.
+    /// The conjuncts of an `AND` chain. An `OR` whose branches share
+    /// conjuncts gives those, then the `OR` of what is left of each branch
+    /// — `(a AND b) OR (a AND c)` is `a AND (b OR c)`, in SQL's three-valued
+    /// logic too — so that an equality written in every branch is a join
+    /// key (TPC-H q19), not a condition over every pair.
     pub fn conjuncts(self) -> Vec<Scalar> {
         match self {
             Scalar::And(a, b) => {
@@ -412,8 +416,52 @@ impl Scalar {
                 v.extend(b.conjuncts());
                 v
             }
+            or @ Scalar::Or(..) => or.factored(),
             other => vec![other],
         }
+    }
+
+    /// The disjuncts of an `OR` chain.
+    fn disjuncts(self) -> Vec<Scalar> {
+        match self {
+            Scalar::Or(a, b) => {
+                let mut v = a.disjuncts();
+                v.extend(b.disjuncts());
+                v
+            }
+            other => vec![other],
+        }
+    }
+
+    /// An `OR` as conjuncts: those common to every branch, then the `OR`
+    /// of the rest (none when a branch has no rest: it holds whenever the
+    /// common part does, and so does the `OR`).
+    fn factored(self) -> Vec<Scalar> {
+        let branches: Vec<Vec<Scalar>> = self
+            .clone()
+            .disjuncts()
+            .into_iter()
+            .map(Scalar::conjuncts)
+            .collect();
+        let mut common: Vec<Scalar> = Vec::new();
+        for c in &branches[0] {
+            if !common.contains(c) && branches[1..].iter().all(|b| b.contains(c)) {
+                common.push(c.clone());
+            }
+        }
+        if common.is_empty() {
+            return vec![self];
+        }
+        let rests: Option<Vec<Scalar>> = branches
+            .into_iter()
+            .map(|b| Scalar::all(b.into_iter().filter(|c| !common.contains(c)).collect()))
+            .collect();
+        let rest = rests.and_then(|r| {
+            r.into_iter()
+                .reduce(|a, b| Scalar::binary(Scalar::Or, a, b))
+        });
+        common.extend(rest);
+        common
     }
 
     /// The `AND` of `parts` (`None` for none).
@@ -896,6 +944,39 @@ mod tests {
 
     fn lit(v: Value) -> Scalar {
         Scalar::Literal(v)
+    }
+
+    /// Factoring an `OR` keeps its value on every row of three-valued
+    /// columns, and pulls out what each branch shares.
+    #[test]
+    fn factored_or_keeps_its_value() {
+        let c = |i| Scalar::Column(i);
+        let and = |a, b| Scalar::binary(Scalar::And, a, b);
+        let or = |a, b| Scalar::binary(Scalar::Or, a, b);
+        let cases = [
+            (or(and(c(0), c(1)), and(c(0), c(2))), 2),
+            (or(and(c(0), c(1)), c(0)), 1),
+            (
+                or(and(and(c(0), c(1)), c(2)), and(c(2), and(c(1), c(3)))),
+                3,
+            ),
+            (and(or(and(c(0), c(1)), and(c(0), c(2))), c(3)), 3),
+            (or(or(and(c(0), c(1)), and(c(1), c(2))), and(c(3), c(1))), 2),
+            (or(c(0), c(1)), 1),
+            (or(and(c(0), c(1)), and(c(2), c(3))), 1),
+        ];
+        let values = [boolean(true), boolean(false), Value::Null];
+        for (expr, parts) in cases {
+            let factored = expr.clone().conjuncts();
+            assert_eq!(factored.len(), parts, "{expr:?} -> {factored:?}");
+            let all = Scalar::all(factored).unwrap();
+            for n in 0..81 {
+                let row: Vec<Value> = (0..4)
+                    .map(|i| values[n / 3usize.pow(i) % 3].clone())
+                    .collect();
+                assert_eq!(all.eval(&row), expr.eval(&row), "{expr:?} on {row:?}");
+            }
+        }
     }
 
     #[test]
