@@ -469,7 +469,7 @@ impl SqlJob {
 }
 
 /// What binding a script gives.
-pub(crate) struct Bound_ {
+struct Bound_ {
     infos: Vec<InputInfo>,
     shared: Vec<Rel>,
     shared_names: Vec<String>,

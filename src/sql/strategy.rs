@@ -39,7 +39,7 @@ pub fn parse(params: &Params) -> Result<SkewParams, PlanError> {
 /// that strategy wherever it applies (right and full joins always
 /// shuffle). Each choice is told to `data` (the run's summary, `kappa sql
 /// explain`).
-pub(crate) fn choose(b: &mut Bound_, skew: &SkewParams, data: &dyn DataContext) {
+pub(super) fn choose(b: &mut Bound_, skew: &SkewParams, data: &dyn DataContext) {
     // Joins are chosen in place; what a view reads does not change.
     let shared = b.shared.clone();
     let ctx = Context {
