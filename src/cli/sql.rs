@@ -102,14 +102,14 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     };
     let spec = job.spec();
     let mut schemas = Vec::new();
-    let known = Known::default();
+    let mut files = Vec::new();
     for name in job.input_names() {
         let given = args.input.iter().find(|(n, _)| n == name);
         let columns = match (given, job.declared_columns(name)) {
             (Some((_, path)), _) => {
-                let files = InputFiles::resolve(name, path, None, None)?;
-                let columns = files.schema.columns.clone();
-                known.files.borrow_mut().push(files);
+                let files_of = InputFiles::resolve(name, path, None, None)?;
+                let columns = files_of.schema.columns.clone();
+                files.push(files_of);
                 columns
             }
             (None, Some(columns)) => columns,
@@ -123,6 +123,10 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
             columns,
         });
     }
+    let known = Known {
+        files,
+        decisions: RefCell::default(),
+    };
     let params = Params::resolve(&spec, &args.param)?;
     print!(
         "{}",
@@ -136,16 +140,14 @@ fn explain(args: ExplainArgs) -> anyhow::Result<()> {
 
 /// What explain knows of the data: the input files given, for their
 /// sizes and a sample of their keys (as a batch run over them would).
-#[derive(Default)]
 struct Known {
-    files: RefCell<Vec<InputFiles>>,
+    files: Vec<InputFiles>,
     decisions: RefCell<Vec<String>>,
 }
 
 impl crate::job::DataContext for Known {
     fn input_bytes(&self, input: &str) -> Option<u64> {
-        let files = self.files.borrow();
-        files
+        self.files
             .iter()
             .find(|f| f.schema.name == input)
             .map(InputFiles::bytes)
@@ -156,13 +158,12 @@ impl crate::job::DataContext for Known {
         columns: &[(usize, ColumnType)],
         rate: f64,
     ) -> Option<crate::job::KeySample> {
-        let files = self.files.borrow();
-        let index = files.iter().position(|f| f.schema.name == input)?;
+        let index = self.files.iter().position(|f| f.schema.name == input)?;
         let options = ReadOptions {
             null: None,
             on_bad_row: BadRowPolicy::Skip,
         };
-        sample_keys(&files[index], index, columns, rate, &options).ok()
+        sample_keys(&self.files[index], index, columns, rate, &options).ok()
     }
     fn decide(&self, note: String) {
         self.decisions.borrow_mut().push(note);

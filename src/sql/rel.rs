@@ -60,6 +60,18 @@ pub enum JoinStrategy {
     Skew(Arc<HotKeys>),
 }
 
+impl JoinStrategy {
+    /// The strategy's name, as explain and the run's summary say it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JoinStrategy::Shuffle => "shuffle",
+            JoinStrategy::Broadcast => "broadcast",
+            JoinStrategy::Interval(_) => "interval",
+            JoinStrategy::Skew(_) => "skew",
+        }
+    }
+}
+
 /// Set operations besides `UNION ALL`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetOp {
@@ -748,7 +760,7 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                     b.range()
                 ),
                 JoinStrategy::Skew(hot) => format!("skew: {} hot keys", hot.keys.len()),
-                other => format!("{other:?}").to_lowercase(),
+                other => other.name().to_string(),
             };
             let mut s = match (keys.is_empty(), banded) {
                 (true, false) => {

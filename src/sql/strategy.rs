@@ -7,6 +7,7 @@
 //! gives the output of a shuffle), so a stream, which knows nothing of its
 //! data and shuffles, gives the rows of the batch run that sampled.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::Bound_;
@@ -44,6 +45,7 @@ pub(super) fn choose(b: &mut Bound_, skew: &SkewParams, data: &dyn DataContext) 
     let shared = b.shared.clone();
     let ctx = Context {
         skew,
+        found: RefCell::new(Vec::new()),
         data,
         names: b.infos.iter().map(|i| i.name.clone()).collect(),
         projections: &b.projections,
@@ -62,9 +64,15 @@ pub(super) fn choose(b: &mut Bound_, skew: &SkewParams, data: &dyn DataContext) 
     }
 }
 
+/// Hot keys of an input's typed columns, and why.
+type Found = ((usize, Vec<(usize, ColumnType)>), (Arc<HotKeys>, String));
+
 /// What the choices read.
 struct Context<'a> {
     skew: &'a SkewParams,
+    /// Hot keys found so far, by input and typed columns: a join and the
+    /// grouping above it often share a key, and a sample reads the file.
+    found: RefCell<Vec<Found>>,
     data: &'a dyn DataContext,
     names: Vec<String>,
     projections: &'a [Projection],
@@ -135,13 +143,8 @@ impl Context<'_> {
             (_, _, Some(n)) => salted(format!("auto: right side {n} bytes > {limit}; ")),
             (_, _, None) => (JoinStrategy::Shuffle, "auto: input sizes unknown".into()),
         };
-        let name = match &chosen {
-            JoinStrategy::Shuffle => "shuffle",
-            JoinStrategy::Broadcast => "broadcast",
-            JoinStrategy::Skew(_) => "skew",
-            JoinStrategy::Interval(_) => "interval",
-        };
-        self.data.decide(format!("{what}: strategy {name} ({why})"));
+        self.data
+            .decide(format!("{what}: strategy {} ({why})", chosen.name()));
         *strategy = chosen;
     }
 
@@ -161,13 +164,10 @@ impl Context<'_> {
         let key: Vec<usize> = (0..*keys).collect();
         if let Some((found, why)) = self.hot_keys(input, &key) {
             let what = format!("sql group by of {}", self.tables(input));
-            let name = if found.keys.is_empty() {
-                "shuffle"
-            } else {
-                "skew"
-            };
+            let skewed = !found.keys.is_empty();
+            let name = if skewed { "skew" } else { "shuffle" };
             self.data.decide(format!("{what}: strategy {name} ({why})"));
-            *hot = (!found.keys.is_empty()).then_some(found);
+            *hot = skewed.then_some(found);
         }
     }
 
@@ -195,6 +195,12 @@ impl Context<'_> {
                 (c, read.map_or(ColumnType::Any, |&(_, t)| t))
             })
             .collect();
-        Some(self.skew.hot_keys(self.data, name, &typed))
+        let at = (input, typed);
+        if let Some((_, known)) = self.found.borrow().iter().find(|(k, _)| *k == at) {
+            return Some(known.clone());
+        }
+        let found = self.skew.hot_keys(self.data, name, &at.1);
+        self.found.borrow_mut().push((at, found.clone()));
+        Some(found)
     }
 }
