@@ -164,7 +164,7 @@ impl Dataflow for WindowAggFlow {
                 aggs: self.aggs.clone(),
                 input: 0,
             };
-            closing.aggregate(input, context.watermarks.clone())
+            closing.aggregate(input, context)
         } else {
             input.window_aggregate(
                 0,

@@ -21,6 +21,7 @@
 //! | `kappa_last_record_timestamp_seconds` | gauge | unix time of the last commit that applied records |
 //! | `kappa_deployment_live` | gauge | 1 once the deployment is live, 0 while building |
 //! | `kappa_arranged_records` | gauge | updates held in this process' arrangements (the job's state), from differential's batch events |
+//! | `kappa_windows_open` | gauge | windows held by aggregates that close them under a watermark (`late=drop` window-agg, SQL windows over a `WATERMARK` input) |
 //! | `process_resident_memory_bytes` | gauge | this process' resident memory, read at each scrape |
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -62,6 +63,8 @@ pub struct StreamMetrics {
     /// Updates in the arrangements, kept by the workers' loggers.
     arranged: Arc<AtomicI64>,
     arranged_gauge: Family<Labels, Gauge>,
+    open_windows: Arc<AtomicI64>,
+    open_windows_gauge: Family<Labels, Gauge>,
     /// Serialises scrapes (the memory gauge is set, then encoded).
     scrape: Mutex<()>,
 }
@@ -104,6 +107,8 @@ impl StreamMetrics {
             memory: Gauge::default(),
             arranged: Arc::new(AtomicI64::new(0)),
             arranged_gauge: Family::default(),
+            open_windows: Arc::new(AtomicI64::new(0)),
+            open_windows_gauge: Family::default(),
             scrape: Mutex::new(()),
         };
         let r = m.registry.sub_registry_with_prefix("kappa");
@@ -158,6 +163,11 @@ impl StreamMetrics {
             "arranged_records",
             "Updates held in this process' arrangements",
             m.arranged_gauge.clone(),
+        );
+        r.register(
+            "windows_open",
+            "Windows held open by aggregates that close them under a watermark",
+            m.open_windows_gauge.clone(),
         );
         m.registry.register(
             "process_resident_memory_bytes",
@@ -217,6 +227,11 @@ impl StreamMetrics {
         self.arranged.clone()
     }
 
+    /// The count the closing window operators keep up to date.
+    pub fn open_windows(&self) -> Arc<AtomicI64> {
+        self.open_windows.clone()
+    }
+
     /// A record made visible `ms` after it was appended.
     pub fn record_visible(&self, ms: i64) {
         let secs = Duration::from_millis(ms.max(0) as u64).as_secs_f64();
@@ -264,6 +279,9 @@ impl StreamMetrics {
         self.arranged_gauge
             .get_or_create(&self.base)
             .set(self.arranged.load(Ordering::Relaxed));
+        self.open_windows_gauge
+            .get_or_create(&self.base)
+            .set(self.open_windows.load(Ordering::Relaxed));
         let now = crate::table::now_ms();
         let times = self.event_times.lock().unwrap_or_else(|e| e.into_inner());
         for (labels, event_ts) in times.iter() {

@@ -230,6 +230,67 @@ fn metrics_and_heartbeat_of_a_running_stream() {
     stream.stop();
 }
 
+/// A SQL grouping by `TUMBLE` windows over an input under a `WATERMARK`
+/// releases each window once the watermark passes its end: after 200 hours
+/// of events only the last hours' windows are held (`kappa_windows_open`),
+/// and the table is still the one a batch run computes (`table verify`).
+#[test]
+fn sql_windows_under_a_watermark_release_their_state() {
+    let w = World::new();
+    w.ok(&["log", "create", "events", "--partitions", "1"]);
+    let mut csv = String::from("user,ts,page\n");
+    for i in 0..2400i64 {
+        // Every seventh event comes 400 s late: within the allowed 600.
+        let late = if i % 7 == 3 { 400 } else { 0 };
+        let ts = 3_600 + i * 300 - late;
+        csv.push_str(&format!("u{},{ts},/p{}\n", i % 50, i % 3));
+    }
+    let file = w.write("a.csv", &csv);
+    w.ok(&["log", "produce", "events", "--file", &file]);
+    let sql = "CREATE TABLE events (user TEXT, page TEXT, ts BIGINT, WATERMARK FOR ts AS ts - 600);\n\
+               WITH e AS (SELECT page, to_timestamp(ts) AS t FROM events)\n\
+               SELECT window_start, page, count(*) AS views\n\
+               FROM TABLE(TUMBLE(TABLE e, DESCRIPTOR(t), INTERVAL '1' HOUR))\n\
+               GROUP BY window_start, page";
+    let stream = Running::start(
+        &w,
+        &[
+            "stream",
+            "--sql-text",
+            sql,
+            "--table",
+            "hourly",
+            "-i",
+            "events=events",
+            "--max-batch",
+            "100",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    let url = stream.url();
+    let start = Instant::now();
+    // Announcements follow their epoch's data: wait for both.
+    let open = loop {
+        let (code, text) = get(&url, "/metrics");
+        assert_eq!(code, 200);
+        let applied = metric(&text, "kappa_records_applied_total{");
+        let open = metric(&text, "kappa_windows_open{").expect("the gauge is served");
+        if applied == Some(2400.0) && open <= 6.0 {
+            break open;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "600 windows in all, at most 6 should be open:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(open >= 1.0, "the last hour's windows are still open");
+    stream.stop();
+    let verify = w.ok(&["table", "verify", "hourly"]);
+    assert!(verify.contains(": identical (600 rows"), "{verify}");
+}
+
 #[test]
 fn the_status_page_in_a_browser_shows_the_lag_fall_to_zero() {
     let w = World::new();

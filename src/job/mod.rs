@@ -216,12 +216,16 @@ pub struct KeySample {
 pub type Watermark = (Time, usize, usize, i64);
 
 /// What a runner offers a dataflow besides its inputs.
+#[derive(Clone)]
 pub struct BuildContext<'s> {
     /// Watermark announcements from every worker (a stream runner sends
     /// them each epoch; other runners close it at once, so nothing is released).
     pub watermarks: timely::dataflow::StreamVec<'s, Time, Watermark>,
     /// What kind of changes the inputs carry.
     pub updates: Updates,
+    /// Windows held open by operators that close them under a watermark
+    /// (see [`crate::ops::closing_window`]), over all workers of the process.
+    pub open_windows: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// The kind of changes a runner feeds into a dataflow's inputs. It informs

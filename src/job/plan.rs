@@ -163,16 +163,20 @@ impl Plan {
         updates: Updates,
     ) -> Result<(Vec<RowInput>, Vec<Rows<'s>>), BuildError> {
         // Dropping the watermark input closes it: nothing is announced.
-        let (sessions, _watermarks, outputs) = self.instantiate_with_watermarks(scope, updates)?;
+        let open_windows = Default::default();
+        let (sessions, _watermarks, outputs) =
+            self.instantiate_with_watermarks(scope, updates, open_windows)?;
         Ok((sessions, outputs))
     }
 
     /// As [`Plan::instantiate`], also returning the input through which the
-    /// runner announces watermarks (see [`BuildContext`]).
+    /// runner announces watermarks (see [`BuildContext`]); the dataflow
+    /// keeps `open_windows` at the windows it holds open under them.
     pub fn instantiate_with_watermarks<'s>(
         &self,
         scope: timely::dataflow::Scope<'s, Time>,
         updates: Updates,
+        open_windows: std::sync::Arc<std::sync::atomic::AtomicI64>,
     ) -> Result<(Vec<RowInput>, WatermarkInput, Vec<Rows<'s>>), BuildError> {
         use differential_dataflow::input::Input;
         use timely::dataflow::operators::Input as _;
@@ -185,6 +189,7 @@ impl Plan {
         let context = BuildContext {
             watermarks,
             updates,
+            open_windows,
         };
         let names = self.inputs.iter().map(|p| p.input.clone());
         let inputs = Inputs::new(names.zip(collections).collect());

@@ -1,5 +1,5 @@
-//! Tumbling and hopping window aggregation that releases the state of
-//! closed windows — for jobs under the `drop` late-event policy.
+//! Aggregation by windows that close, releasing their state — for inputs
+//! under the `drop` late-event policy (`late=drop`, a SQL `WATERMARK`).
 //!
 //! Differential's `reduce` keeps every window it has seen: it cannot know
 //! that a window will never change again. Under `drop` it can be known.
@@ -10,26 +10,28 @@
 //! closed: no event can enter it again, its output row is final (it stays
 //! in the table), and its state here is dropped.
 //!
-//! The operator keeps, per open window, the multiset of its events' value
-//! rows and its current output row. At each completed epoch it applies the
-//! epoch's changes and emits, per touched window, the retraction of the old
-//! row and the new one — exactly the updates the differential path (window
-//! assignment + `group_aggregate`) produces, so outputs are identical with
-//! and without release, and in every runner. Announcements are applied only
-//! after all data of their epoch, so a window is never dropped while events
-//! admitted before the watermark rose are still on their way.
+//! [`close_groups`] keeps, per open group (a key holding a window's bound),
+//! the multiset of its events' value rows and its current output row. At
+//! each completed epoch it applies the epoch's changes and emits, per
+//! touched group, the retraction of the old row and the new one — exactly
+//! the updates the differential path (`group_aggregate`) produces, so
+//! outputs are identical with and without release, and in every runner.
+//! Announcements are applied only after all data of their epoch, so a
+//! window is never dropped while events admitted before the watermark rose
+//! are still on their way. [`ClosingWindow`] is the built-in `window-agg`'s
+//! use of it; SQL groupings by `TUMBLE`/`HOP` bounds are the other.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
 
 use differential_dataflow::AsCollection;
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::StreamVec;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::Operator;
 use timely::dataflow::operators::vec::Broadcast;
 
-use crate::job::{Rows, Time, Watermark};
+use crate::job::{BuildContext, Rows, Time, Watermark};
 use crate::ops::aggregate::Aggregates;
 use crate::ops::window::{WindowSpec, windowed_rows};
 use crate::value::{Row, Value};
@@ -65,11 +67,7 @@ pub struct ClosingWindow {
 impl ClosingWindow {
     /// The aggregate rows: key columns, `window_start`, `window_end`, then
     /// one column per aggregate (as [`crate::ops::window::WindowAggregate`]).
-    pub fn aggregate<'s>(
-        self,
-        rows: Rows<'s>,
-        watermarks: StreamVec<'s, Time, Watermark>,
-    ) -> Rows<'s> {
+    pub fn aggregate<'s>(self, rows: Rows<'s>, context: &BuildContext<'s>) -> Rows<'s> {
         let ClosingWindow {
             time,
             key,
@@ -85,72 +83,127 @@ impl ClosingWindow {
             ),
             "only tumbling and hopping windows close"
         );
+        let closes = Closes {
+            input,
+            column: key.len() + 1,
+            time: |v| match v {
+                Value::Int(t) => Some(*t),
+                _ => None,
+            },
+            shift: 0,
+            scale: 1,
+        };
         let width = key.len() + 2;
         let windowed = rows.flat_map(move |row| windowed_rows(&row, time, &key, &values, window));
-        let peers = windowed.inner.scope().peers();
-        let hasher = foldhash::fast::FixedState::with_seed(0x5eed);
-        let by_window = Exchange::new(move |(row, _, _): &Update| hasher.hash_one(&row[..width]));
-        windowed
-            .inner
-            .binary_frontier::<_, CapacityContainerBuilder<Vec<Update>>, _, _, _, _>(
-                watermarks.broadcast(),
-                by_window,
-                Pipeline,
-                "ClosingWindows",
-                move |_capability, _info| {
-                    let mut open: HashMap<Row, OpenWindow> = HashMap::new();
-                    let mut pending: BTreeMap<Time, Vec<(Row, isize)>> = BTreeMap::new();
-                    let mut capabilities = BTreeMap::new();
-                    let mut marks: BTreeMap<Time, Vec<Watermark>> = BTreeMap::new();
-                    let mut low: HashMap<usize, i64> = HashMap::new();
-                    move |(data, frontier), (announced, _), output| {
-                        data.for_each(|cap, batch| {
-                            for (row, t, diff) in batch.drain(..) {
-                                capabilities.entry(t).or_insert_with(|| cap.delayed(&t, 0));
-                                pending.entry(t).or_default().push((row, diff));
-                            }
-                        });
-                        announced.for_each(|_cap, batch| {
-                            for mark in batch.drain(..) {
-                                marks.entry(mark.0).or_default().push(mark);
-                            }
-                        });
-                        while let Some(entry) = pending.first_entry() {
-                            if frontier.less_equal(entry.key()) {
-                                break;
-                            }
-                            let (t, updates) = entry.remove_entry();
-                            let cap = capabilities
-                                .remove(&t)
-                                .expect("a capability per pending time");
-                            let mut session = output.session(&cap);
-                            for (row, diff) in apply(&mut open, updates, width, &aggs) {
-                                session.give((row, t, diff));
-                            }
+        close_groups(windowed, width, aggs, closes, context)
+    }
+}
+
+/// When a group of [`close_groups`] closes: its end is the time in its key's
+/// `column` (as `time` reads it) plus `shift`; it closes once that end is
+/// at or before the low watermark of `input` times `scale`. Sound only when
+/// every row of the group has a time before its end, and that time is the
+/// input's event time times `scale` (or a non-decreasing function of it
+/// bounded below by that): then no row the input still admits falls in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Closes {
+    /// The job input whose watermarks close groups.
+    pub input: usize,
+    /// The key column holding the time.
+    pub column: usize,
+    /// Reads the time (`None`: the group never closes).
+    pub time: fn(&Value) -> Option<i64>,
+    /// Added to the time to give the group's end (a window's size when the
+    /// key holds its start).
+    pub shift: i64,
+    /// The key's time unit over the input's event-time unit.
+    pub scale: i64,
+}
+
+impl Closes {
+    /// Whether the group of `key` is closed when every event still to come
+    /// has a time of at least `low`.
+    fn closed(&self, key: &[Value], low: i64) -> bool {
+        (self.time)(&key[self.column])
+            .is_some_and(|t| t.saturating_add(self.shift) <= low.saturating_mul(self.scale))
+    }
+}
+
+/// Aggregates rows laid out as `width` key columns then the value rows
+/// [`Aggregates::resolve`] describes, per key, releasing a key's state once
+/// `closes` says it is closed: output key columns, then one column per
+/// aggregate, exactly the updates of [`crate::ops::aggregate::GroupAggregate`]
+/// over the same rows. `context.open_windows` counts the groups held.
+pub fn close_groups<'s>(
+    rows: Rows<'s>,
+    width: usize,
+    aggs: Aggregates,
+    closes: Closes,
+    context: &BuildContext<'s>,
+) -> Rows<'s> {
+    let peers = rows.inner.scope().peers();
+    let hasher = foldhash::fast::FixedState::with_seed(0x5eed);
+    let by_key = Exchange::new(move |(row, _, _): &Update| hasher.hash_one(&row[..width]));
+    let held = context.open_windows.clone();
+    rows.inner
+        .binary_frontier::<_, CapacityContainerBuilder<Vec<Update>>, _, _, _, _>(
+            context.watermarks.clone().broadcast(),
+            by_key,
+            Pipeline,
+            "ClosingGroups",
+            move |_capability, _info| {
+                let mut open: HashMap<Row, OpenWindow> = HashMap::new();
+                let mut pending: BTreeMap<Time, Vec<(Row, isize)>> = BTreeMap::new();
+                let mut capabilities = BTreeMap::new();
+                let mut marks: BTreeMap<Time, Vec<Watermark>> = BTreeMap::new();
+                let mut low: HashMap<usize, i64> = HashMap::new();
+                let mut counted = 0i64;
+                move |(data, frontier), (announced, _), output| {
+                    data.for_each(|cap, batch| {
+                        for (row, t, diff) in batch.drain(..) {
+                            capabilities.entry(t).or_insert_with(|| cap.delayed(&t, 0));
+                            pending.entry(t).or_default().push((row, diff));
                         }
-                        while let Some(entry) = marks.first_entry() {
-                            if frontier.less_equal(entry.key()) {
-                                break;
-                            }
-                            for (_, i, worker, at) in entry.remove() {
-                                if i == input {
-                                    low.insert(worker, at);
-                                }
-                            }
-                            if low.len() == peers {
-                                let closed = *low.values().min().expect("peers > 0");
-                                open.retain(|window, _| match window[width - 1] {
-                                    Value::Int(end) => end > closed,
-                                    // Rows without a time never close.
-                                    _ => true,
-                                });
-                            }
+                    });
+                    announced.for_each(|_cap, batch| {
+                        for mark in batch.drain(..) {
+                            marks.entry(mark.0).or_default().push(mark);
+                        }
+                    });
+                    while let Some(entry) = pending.first_entry() {
+                        if frontier.less_equal(entry.key()) {
+                            break;
+                        }
+                        let (t, updates) = entry.remove_entry();
+                        let cap = capabilities
+                            .remove(&t)
+                            .expect("a capability per pending time");
+                        let mut session = output.session(&cap);
+                        for (row, diff) in apply(&mut open, updates, width, &aggs) {
+                            session.give((row, t, diff));
                         }
                     }
-                },
-            )
-            .as_collection()
-    }
+                    while let Some(entry) = marks.first_entry() {
+                        if frontier.less_equal(entry.key()) {
+                            break;
+                        }
+                        for (_, i, worker, at) in entry.remove() {
+                            if i == closes.input {
+                                low.insert(worker, at);
+                            }
+                        }
+                        if low.len() == peers {
+                            let bound = *low.values().min().expect("peers > 0");
+                            open.retain(|key, _| !closes.closed(key, bound));
+                        }
+                    }
+                    let now = open.len() as i64;
+                    held.fetch_add(now - counted, Ordering::Relaxed);
+                    counted = now;
+                }
+            },
+        )
+        .as_collection()
 }
 
 /// Applies one epoch's updates to the open windows; returns the output

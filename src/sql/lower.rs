@@ -13,10 +13,11 @@ use differential_dataflow::AsCollection;
 use timely::dataflow::operators::vec::ToStream;
 
 use super::band::TimeBand;
-use super::rel::{AggCall, JoinStrategy, JoinType, Rel, SetOp, SortKey, WindowKind};
+use super::rel::{AggCall, Close, JoinStrategy, JoinType, Rel, SetOp, SortKey, WindowKind};
 use super::scalar::Scalar;
 use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
+use crate::ops::closing_window::{Closes, close_groups};
 use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec};
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
 use crate::ops::temporal_join::{AsOfJoin, AsOfSpec};
@@ -48,7 +49,7 @@ impl Dataflow for SqlFlow {
             flow: self,
             scans,
             memo: vec![None; self.shared.len()],
-            updates: context.updates,
+            context: context.clone(),
         };
         let mut outputs = Outputs::new();
         for (name, rel) in &self.outputs {
@@ -63,7 +64,7 @@ struct Lower<'f, 's> {
     flow: &'f SqlFlow,
     scans: Vec<Rows<'s>>,
     memo: Vec<Option<Rows<'s>>>,
-    updates: Updates,
+    context: BuildContext<'s>,
 }
 
 impl<'s> Lower<'_, 's> {
@@ -156,13 +157,29 @@ impl<'s> Lower<'_, 's> {
                 input,
                 keys,
                 aggs,
+                closes: Some(close),
+                ..
+            } if self.context.updates == Updates::Any => {
+                closing(self.rel(input), *keys, aggs, *close, &self.context)
+            }
+            Rel::Aggregate {
+                input,
+                keys,
+                aggs,
                 hot,
+                ..
             } => {
                 let physical = match hot {
                     Some(h) => Physical::Skew(h.clone()),
                     None => Physical::Shuffle,
                 };
-                aggregate(self.rel(input), *keys, aggs, &physical, self.updates)
+                aggregate(
+                    self.rel(input),
+                    *keys,
+                    aggs,
+                    &physical,
+                    self.context.updates,
+                )
             }
             Rel::Distinct(input) => self.rel(input).distinct(),
             Rel::Window { input, time, kind } => {
@@ -236,7 +253,7 @@ impl<'s> Lower<'_, 's> {
             JoinType::Semi => JoinKind::Semi,
             _ => JoinKind::Anti,
         };
-        let updates = self.updates;
+        let updates = self.context.updates;
         let Some(p) = residual.cloned() else {
             let columns = JoinColumns {
                 left_key: lk.to_vec(),
@@ -320,7 +337,7 @@ impl<'s> Lower<'_, 's> {
         // Right and full joins swap the sides: the broadcast side would be
         // the large one, so they shuffle.
         let shuffle = &Physical::Shuffle;
-        let updates = self.updates;
+        let updates = self.context.updates;
         let swap_back = move |row: Row| -> Row {
             let mut out = Vec::with_capacity(row.len());
             out.extend_from_slice(&row[nr..]);
@@ -359,16 +376,9 @@ impl<'s> Lower<'_, 's> {
     }
 }
 
-/// A grouping: the first `keys` columns are the key, the aggregates read
-/// the other columns. With no key (a global aggregate) the one result row
-/// exists even over no input rows, as SQL says: counts 0, the rest null.
-fn aggregate<'s>(
-    rows: Rows<'s>,
-    keys: usize,
-    aggs: &[AggCall],
-    physical: &Physical,
-    updates: Updates,
-) -> Rows<'s> {
+/// The columns `aggs` read (each once) and the engine's aggregates over
+/// value rows of those columns.
+fn resolve(aggs: &[AggCall]) -> (Vec<usize>, Aggregates) {
     let mut values: Vec<usize> = Vec::new();
     let calls: Vec<(AggKind, Option<usize>)> = aggs
         .iter()
@@ -383,13 +393,22 @@ fn aggregate<'s>(
             (a.kind, slot)
         })
         .collect();
-    let result = rows.group_aggregate_with(
-        (0..keys).collect(),
-        values,
-        Aggregates::over_positions(&calls),
-        physical,
-        updates,
-    );
+    (values, Aggregates::over_positions(&calls))
+}
+
+/// A grouping: the first `keys` columns are the key, the aggregates read
+/// the other columns. With no key (a global aggregate) the one result row
+/// exists even over no input rows, as SQL says: counts 0, the rest null.
+fn aggregate<'s>(
+    rows: Rows<'s>,
+    keys: usize,
+    aggs: &[AggCall],
+    physical: &Physical,
+    updates: Updates,
+) -> Rows<'s> {
+    let (values, resolved) = resolve(aggs);
+    let result =
+        rows.group_aggregate_with((0..keys).collect(), values, resolved, physical, updates);
     if keys > 0 {
         return result;
     }
@@ -415,6 +434,33 @@ fn aggregate<'s>(
         .antijoin(result.clone().map(|_| ()).distinct())
         .map(|((), row)| row);
     result.concat(fallback)
+}
+
+/// A grouping by windows that close under an input's watermark (see
+/// `closing.rs`): the rows [`aggregate`] gives, with each window's state
+/// released once it closes.
+fn closing<'s>(
+    rows: Rows<'s>,
+    keys: usize,
+    aggs: &[AggCall],
+    close: Close,
+    context: &BuildContext<'s>,
+) -> Rows<'s> {
+    let (values, resolved) = resolve(aggs);
+    let laid_out = rows.map(move |row| {
+        let mut out = Vec::with_capacity(keys + values.len());
+        out.extend_from_slice(&row[..keys]);
+        out.extend(values.iter().map(|&v| row[v].clone()));
+        out
+    });
+    let closes = Closes {
+        input: close.input,
+        column: close.key,
+        time: super::scalar::instant,
+        shift: close.shift,
+        scale: close.scale,
+    };
+    close_groups(laid_out, keys, resolved, closes, context)
 }
 
 fn set_op<'s>(l: Rows<'s>, r: Rows<'s>, op: SetOp, all: bool) -> Rows<'s> {

@@ -93,6 +93,24 @@ pub struct AggCall {
     pub empty_is_zero: bool,
 }
 
+/// How the groups of a [`Rel::Aggregate`] close: key column `key` holds a
+/// window bound (a timestamp) and the group's end is it plus `shift`; every
+/// row's window time is input `input`'s event time times `scale`, so a
+/// group closes once its end is at or before the input's low watermark
+/// times `scale`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Close {
+    /// The input whose watermark closes the groups.
+    pub input: usize,
+    /// The key column holding the window bound.
+    pub key: usize,
+    /// The window's size when the key holds its start, else 0.
+    pub shift: i64,
+    /// Microseconds per unit of the input's event time (1 for dates and
+    /// timestamps, 10^6 for `to_timestamp` of seconds).
+    pub scale: i64,
+}
+
 /// A sort key of a [`Rel::TopK`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SortKey {
@@ -172,6 +190,9 @@ pub enum Rel {
         /// (on several workers, then combined); chosen with the join
         /// strategies.
         hot: Option<Arc<HotKeys>>,
+        /// When the groups are windows that close under an input's
+        /// watermark (see `closing.rs`): streams release their state.
+        closes: Option<Close>,
     },
     /// Each distinct row once.
     Distinct(Box<Rel>),
@@ -527,6 +548,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
             keys,
             aggs,
             hot,
+            closes,
         } => {
             let mut need = vec![false; input.arity(shared)];
             need[..keys].iter_mut().for_each(|n| *n = true);
@@ -548,6 +570,7 @@ pub fn prune(rel: Rel, needed: &[bool], shared: &[Rel]) -> (Rel, Vec<Option<usiz
                     keys,
                     aggs,
                     hot,
+                    closes,
                 },
                 identity(),
             )
@@ -800,7 +823,11 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             )
         }
         Rel::Aggregate {
-            keys, aggs, hot, ..
+            keys,
+            aggs,
+            hot,
+            closes,
+            ..
         } => {
             let aggs: Vec<String> = aggs
                 .iter()
@@ -814,8 +841,21 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
                 Some(h) => format!(" ({} hot keys in two phases)", h.keys.len()),
                 None => String::new(),
             };
+            let closes = match closes {
+                Some(c) => format!(
+                    "; streamed, a window's state is released once the watermark of {} passes its \
+                     end (#{}{})",
+                    ctx.inputs[c.input],
+                    c.key,
+                    match c.shift {
+                        0 => String::new(),
+                        size => format!(" + {}", micros_interval(size)),
+                    }
+                ),
+                None => String::new(),
+            };
             format!(
-                "group by [{}] computing {}{hot}",
+                "group by [{}] computing {}{hot}{closes}",
                 group.join(", "),
                 aggs.join(", ")
             )

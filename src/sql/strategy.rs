@@ -150,9 +150,15 @@ impl Context<'_> {
 
     fn grouping(&self, rel: &mut Rel) {
         let Rel::Aggregate {
-            input, keys, hot, ..
+            input,
+            keys,
+            hot,
+            closes: None,
+            ..
         } = rel
         else {
+            // Windows that close are grouped by their own operator, which
+            // does not split keys (batch runs shuffle them).
             return;
         };
         if matches!(

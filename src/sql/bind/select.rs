@@ -578,6 +578,7 @@ pub(super) fn aggregate_rel(state: &AggState, input: Rel) -> Rel {
         keys,
         aggs,
         hot: None,
+        closes: None,
     }
 }
 

@@ -527,6 +527,7 @@ impl Binder<'_> {
             input: Box::new(Rel::Map(Box::new(right.clone()), vec![v, present])),
             keys: 0,
             hot: None,
+            closes: None,
             aggs: vec![
                 AggCall {
                     kind: AggKind::Count,
