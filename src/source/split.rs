@@ -50,11 +50,31 @@ pub fn split_file(path: &Path, format: Format, parts: usize) -> io::Result<Vec<(
         },
         Format::Jsonl | Format::Text => newline_cuts(path, &targets)?,
     };
+    Ok(ranges(cuts, len))
+}
+
+/// Splits a file into about `parts` ranges at newlines, without reading
+/// what lies between the cuts — so, in a CSV file, not always at record
+/// boundaries (a newline may be inside a quoted field). For sampling only,
+/// where a garbled range costs a little accuracy, never a wrong result;
+/// runs split with [`split_file`], whose CSV cuts read the file up to the
+/// last one.
+pub fn split_at_newlines(path: &Path, parts: usize) -> io::Result<Vec<(u64, u64)>> {
+    let len = std::fs::metadata(path)?.len();
+    if parts <= 1 || len < MIN_SPLIT_BYTES {
+        return Ok(vec![(0, len)]);
+    }
+    let targets: Vec<u64> = (1..parts as u64).map(|i| len * i / parts as u64).collect();
+    Ok(ranges(newline_cuts(path, &targets)?, len))
+}
+
+/// The ranges between 0, the cuts and `len`.
+fn ranges(cuts: Vec<u64>, len: u64) -> Vec<(u64, u64)> {
     let mut bounds = vec![0];
     bounds.extend(cuts.into_iter().map(|c| c.min(len)));
     bounds.push(len);
     bounds.dedup();
-    Ok(bounds.windows(2).map(|w| (w[0], w[1])).collect())
+    bounds.windows(2).map(|w| (w[0], w[1])).collect()
 }
 
 /// For each target, the offset just after the first newline at or after it.
