@@ -22,6 +22,7 @@
 //! | `kappa_deployment_live` | gauge | 1 once the deployment is live, 0 while building |
 //! | `kappa_arranged_records` | gauge | updates held in this process' arrangements (the job's state), from differential's batch events |
 //! | `kappa_windows_open` | gauge | windows held by aggregates that close them under a watermark (`late=drop` window-agg, SQL windows over a `WATERMARK` input) |
+//! | `kappa_interval_join_rows` | gauge | rows kept by SQL interval joins of two `WATERMARK` inputs, which release a row once the other side's watermark has passed every time it could match |
 //! | `process_resident_memory_bytes` | gauge | this process' resident memory, read at each scrape |
 
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -35,6 +36,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::job::Held;
 use crate::table::{Deployment, DeploymentState, EpochStats};
 
 /// A label set: `(name, value)` pairs.
@@ -63,8 +65,9 @@ pub struct StreamMetrics {
     /// Updates in the arrangements, kept by the workers' loggers.
     arranged: Arc<AtomicI64>,
     arranged_gauge: Family<Labels, Gauge>,
-    open_windows: Arc<AtomicI64>,
+    held: Held,
     open_windows_gauge: Family<Labels, Gauge>,
+    join_rows_gauge: Family<Labels, Gauge>,
     /// Serialises scrapes (the memory gauge is set, then encoded).
     scrape: Mutex<()>,
 }
@@ -107,8 +110,9 @@ impl StreamMetrics {
             memory: Gauge::default(),
             arranged: Arc::new(AtomicI64::new(0)),
             arranged_gauge: Family::default(),
-            open_windows: Arc::new(AtomicI64::new(0)),
+            held: Held::default(),
             open_windows_gauge: Family::default(),
+            join_rows_gauge: Family::default(),
             scrape: Mutex::new(()),
         };
         let r = m.registry.sub_registry_with_prefix("kappa");
@@ -169,6 +173,11 @@ impl StreamMetrics {
             "Windows held open by aggregates that close them under a watermark",
             m.open_windows_gauge.clone(),
         );
+        r.register(
+            "interval_join_rows",
+            "Rows kept by interval joins that release them under watermarks",
+            m.join_rows_gauge.clone(),
+        );
         m.registry.register(
             "process_resident_memory_bytes",
             "Resident memory of this process",
@@ -227,9 +236,9 @@ impl StreamMetrics {
         self.arranged.clone()
     }
 
-    /// The count the closing window operators keep up to date.
-    pub fn open_windows(&self) -> Arc<AtomicI64> {
-        self.open_windows.clone()
+    /// The counts the operators that release state keep up to date.
+    pub fn held(&self) -> Held {
+        self.held.clone()
     }
 
     /// A record made visible `ms` after it was appended.
@@ -281,7 +290,10 @@ impl StreamMetrics {
             .set(self.arranged.load(Ordering::Relaxed));
         self.open_windows_gauge
             .get_or_create(&self.base)
-            .set(self.open_windows.load(Ordering::Relaxed));
+            .set(self.held.windows.load(Ordering::Relaxed));
+        self.join_rows_gauge
+            .get_or_create(&self.base)
+            .set(self.held.join_rows.load(Ordering::Relaxed));
         let now = crate::table::now_ms();
         let times = self.event_times.lock().unwrap_or_else(|e| e.into_inner());
         for (labels, event_ts) in times.iter() {

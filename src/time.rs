@@ -131,97 +131,21 @@ pub fn event_time_from_json(json: &serde_json::Value) -> Result<i64, String> {
     }
 }
 
+/// Epoch milliseconds of an RFC 3339 timestamp (`T`, `t` or a space
+/// between date and time; `Z` or `±HH:MM` required; digits beyond
+/// milliseconds dropped; a leap second counts as the next minute's 0).
 fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let num = |from: usize, len: usize| -> Option<i64> {
-        let digits = b.get(from..from + len)?;
-        digits.iter().all(u8::is_ascii_digit).then_some(())?;
-        std::str::from_utf8(digits).ok()?.parse().ok()
-    };
-    let sep = |at: usize, allowed: &[u8]| b.get(at).is_some_and(|c| allowed.contains(c));
-    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
-        return None;
-    }
-    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
-    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
-    let valid_date = (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day);
-    // 60 is allowed for a leap second; it counts as the next minute's 0.
-    if !valid_date || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut at = 19;
-    let mut millis = 0;
-    if sep(at, b".") {
-        let digits = b[at + 1..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count();
-        if digits == 0 {
-            return None;
-        }
-        let kept = digits.min(3);
-        millis = num(at + 1, kept)? * 10_i64.pow(3 - kept as u32);
-        at += 1 + digits;
-    }
-    let offset_min = match b.get(at..)? {
-        b"Z" | b"z" => 0,
-        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
-            let (h, m) = (num(at + 1, 2)?, num(at + 4, 2)?);
-            if h > 23 || m > 59 {
-                return None;
-            }
-            if *sign == b'+' {
-                h * 60 + m
-            } else {
-                -(h * 60 + m)
-            }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = ((days * 24 + hour) * 60 + minute - offset_min) * 60 + second;
-    Some(secs * 1000 + millis)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
-/// `days_from_civil`, exact for every year).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let t = chrono::DateTime::parse_from_rfc3339(&s.to_ascii_uppercase()).ok()?;
+    Some(t.timestamp_millis())
 }
 
 /// Unix ms as `2026-11-29 08:56:03` (UTC), or `-`.
 pub fn format_unix_ms(ms: Option<i64>) -> String {
     let Some(ms) = ms else { return "-".into() };
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}")
+    match chrono::DateTime::from_timestamp_millis(ms) {
+        Some(t) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        None => format!("{ms} ms"),
+    }
 }
 
 /// `1h02m`, `3m20s`, `12s`, `<1s`.

@@ -552,6 +552,24 @@ const STREAMED: &[(&str, &str)] = &[
          GROUP BY window_start, user_id",
     ),
     (
+        // The times never fall within a partition: nothing is dropped, and
+        // windows close (and release their state) as the watermark rises.
+        "closing_hop",
+        "CREATE TABLE events (ts BIGINT, WATERMARK FOR ts AS ts - 60); \
+         WITH e AS (SELECT user_id, amount, to_timestamp(ts) AS t FROM events) \
+         SELECT window_end, user_id, sum(amount) AS s, count(*) AS n \
+         FROM TABLE(HOP(TABLE e, DESCRIPTOR(t), INTERVAL '2' MINUTE, INTERVAL '10' MINUTE)) \
+         GROUP BY window_end, user_id",
+    ),
+    (
+        // An interval join of a watermarked input with itself: rows are
+        // released as the watermark rises.
+        "next_visits",
+        "CREATE TABLE events (ts BIGINT, WATERMARK FOR ts AS ts - 60); \
+         SELECT a.user_id, a.ts, b.ts AS next, b.page FROM events a JOIN events b \
+         ON a.user_id = b.user_id AND b.ts > a.ts AND b.ts <= a.ts + 120",
+    ),
+    (
         "sessions",
         "WITH e AS (SELECT user_id, page, to_timestamp(ts) AS t FROM events) \
          SELECT user_id, window_start, window_end, count(*) AS n, count(DISTINCT page) AS pages \

@@ -291,6 +291,80 @@ fn sql_windows_under_a_watermark_release_their_state() {
     assert!(verify.contains(": identical (600 rows"), "{verify}");
 }
 
+/// An interval join of two inputs under a `WATERMARK` keeps only the rows
+/// that rows still to come could match (`kappa_interval_join_rows`), says
+/// so in `explain`, and its table is still the one a batch run computes.
+#[test]
+fn sql_interval_join_of_watermarked_inputs_releases_rows() {
+    let w = World::new();
+    let (mut imps, mut clicks) = (String::from("id,ts\n"), Vec::new());
+    for i in 0..2000i64 {
+        let ts = 1_000 + 10 * i;
+        imps.push_str(&format!("{i},{ts}\n"));
+        if i % 3 == 0 {
+            clicks.push((ts + i * 37 % 500, i));
+        }
+    }
+    clicks.sort();
+    let clicks: String = clicks
+        .iter()
+        .map(|(ts, id)| format!("{id},{ts}\n"))
+        .collect();
+    for (topic, rows) in [("imps", imps), ("clicks", format!("id,ts\n{clicks}"))] {
+        w.ok(&["log", "create", topic, "--partitions", "1"]);
+        let file = w.write(&format!("{topic}.csv"), &rows);
+        w.ok(&["log", "produce", topic, "--file", &file]);
+    }
+    let sql = "CREATE TABLE imps (id BIGINT, ts BIGINT, WATERMARK FOR ts AS ts - 60);\n\
+               CREATE TABLE clicks (id BIGINT, ts BIGINT, WATERMARK FOR ts AS ts - 60);\n\
+               SELECT i.id, i.ts AS shown, c.ts AS clicked FROM imps i JOIN clicks c\n\
+               ON i.id = c.id AND c.ts BETWEEN i.ts AND i.ts + 600";
+    let plan = w.ok(&["sql", "explain", "--sql-text", sql]);
+    assert!(
+        plan.contains("interval: right.#1 - left.#1 in [0, 600]; streamed, a row is released"),
+        "{plan}"
+    );
+    let stream = Running::start(
+        &w,
+        &[
+            "stream",
+            "--sql-text",
+            sql,
+            "--table",
+            "clicked",
+            "-i",
+            "imps=imps",
+            "-i",
+            "clicks=clicks",
+            "--max-batch",
+            "100",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
+    let url = stream.url();
+    let start = Instant::now();
+    // 2667 rows in all; at the end only the last minutes' are kept.
+    let held = loop {
+        let (code, text) = get(&url, "/metrics");
+        assert_eq!(code, 200);
+        let applied = metric(&text, "kappa_records_applied_total{");
+        let held = metric(&text, "kappa_interval_join_rows{").expect("the gauge is served");
+        if applied == Some(2667.0) && held <= 150.0 {
+            break held;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "at most 150 of 2667 rows should be kept:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(held >= 1.0, "the last impressions are still kept");
+    stream.stop();
+    let verify = w.ok(&["table", "verify", "clicked"]);
+    assert!(verify.contains(": identical (667 rows"), "{verify}");
+}
+
 #[test]
 fn the_status_page_in_a_browser_shows_the_lag_fall_to_zero() {
     let w = World::new();

@@ -223,9 +223,19 @@ pub struct BuildContext<'s> {
     pub watermarks: timely::dataflow::StreamVec<'s, Time, Watermark>,
     /// What kind of changes the inputs carry.
     pub updates: Updates,
-    /// Windows held open by operators that close them under a watermark
-    /// (see [`crate::ops::closing_window`]), over all workers of the process.
-    pub open_windows: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// What the operators that release state under watermarks hold.
+    pub held: Held,
+}
+
+/// Counts of the state held by operators that release it under watermarks,
+/// over all workers of the process (the stream runner serves them as
+/// metrics).
+#[derive(Clone, Debug, Default)]
+pub struct Held {
+    /// Windows open (see [`crate::ops::closing_window`]).
+    pub windows: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Rows kept by interval joins (see [`crate::ops::closing_interval_join`]).
+    pub join_rows: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// The kind of changes a runner feeds into a dataflow's inputs. It informs

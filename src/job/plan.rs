@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use super::io::{BuildError, Inputs, Outputs, Schemas};
-use super::{BuildContext, DataContext, Job, Params, PlanError, Rows, Time, Updates, Watermark};
+use super::{
+    BuildContext, DataContext, Held, Job, Params, PlanError, Rows, Time, Updates, Watermark,
+};
 use crate::schema::{InputSchema, OutputSchema, Projection};
 use crate::value::Row;
 
@@ -163,20 +165,19 @@ impl Plan {
         updates: Updates,
     ) -> Result<(Vec<RowInput>, Vec<Rows<'s>>), BuildError> {
         // Dropping the watermark input closes it: nothing is announced.
-        let open_windows = Default::default();
         let (sessions, _watermarks, outputs) =
-            self.instantiate_with_watermarks(scope, updates, open_windows)?;
+            self.instantiate_with_watermarks(scope, updates, Held::default())?;
         Ok((sessions, outputs))
     }
 
     /// As [`Plan::instantiate`], also returning the input through which the
     /// runner announces watermarks (see [`BuildContext`]); the dataflow
-    /// keeps `open_windows` at the windows it holds open under them.
+    /// keeps `held` at the state it holds that they can release.
     pub fn instantiate_with_watermarks<'s>(
         &self,
         scope: timely::dataflow::Scope<'s, Time>,
         updates: Updates,
-        open_windows: std::sync::Arc<std::sync::atomic::AtomicI64>,
+        held: Held,
     ) -> Result<(Vec<RowInput>, WatermarkInput, Vec<Rows<'s>>), BuildError> {
         use differential_dataflow::input::Input;
         use timely::dataflow::operators::Input as _;
@@ -189,7 +190,7 @@ impl Plan {
         let context = BuildContext {
             watermarks,
             updates,
-            open_windows,
+            held,
         };
         let names = self.inputs.iter().map(|p| p.input.clone());
         let inputs = Inputs::new(names.zip(collections).collect());

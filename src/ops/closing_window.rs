@@ -31,8 +31,9 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::Operator;
 use timely::dataflow::operators::vec::Broadcast;
 
-use crate::job::{BuildContext, Rows, Time, Watermark};
+use crate::job::{BuildContext, Rows, Time};
 use crate::ops::aggregate::Aggregates;
+use crate::ops::announced::Announced;
 use crate::ops::window::{WindowSpec, windowed_rows};
 use crate::value::{Row, Value};
 
@@ -133,7 +134,7 @@ impl Closes {
 /// [`Aggregates::resolve`] describes, per key, releasing a key's state once
 /// `closes` says it is closed: output key columns, then one column per
 /// aggregate, exactly the updates of [`crate::ops::aggregate::GroupAggregate`]
-/// over the same rows. `context.open_windows` counts the groups held.
+/// over the same rows. `context.held.windows` counts the groups held.
 pub fn close_groups<'s>(
     rows: Rows<'s>,
     width: usize,
@@ -144,7 +145,7 @@ pub fn close_groups<'s>(
     let peers = rows.inner.scope().peers();
     let hasher = foldhash::fast::FixedState::with_seed(0x5eed);
     let by_key = Exchange::new(move |(row, _, _): &Update| hasher.hash_one(&row[..width]));
-    let held = context.open_windows.clone();
+    let held = context.held.windows.clone();
     rows.inner
         .binary_frontier::<_, CapacityContainerBuilder<Vec<Update>>, _, _, _, _>(
             context.watermarks.clone().broadcast(),
@@ -155,21 +156,16 @@ pub fn close_groups<'s>(
                 let mut open: HashMap<Row, OpenWindow> = HashMap::new();
                 let mut pending: BTreeMap<Time, Vec<(Row, isize)>> = BTreeMap::new();
                 let mut capabilities = BTreeMap::new();
-                let mut marks: BTreeMap<Time, Vec<Watermark>> = BTreeMap::new();
-                let mut low: HashMap<usize, i64> = HashMap::new();
+                let mut announced = Announced::new(peers);
                 let mut counted = 0i64;
-                move |(data, frontier), (announced, _), output| {
+                move |(data, frontier), (marks, _), output| {
                     data.for_each(|cap, batch| {
                         for (row, t, diff) in batch.drain(..) {
                             capabilities.entry(t).or_insert_with(|| cap.delayed(&t, 0));
                             pending.entry(t).or_default().push((row, diff));
                         }
                     });
-                    announced.for_each(|_cap, batch| {
-                        for mark in batch.drain(..) {
-                            marks.entry(mark.0).or_default().push(mark);
-                        }
-                    });
+                    marks.for_each(|_cap, batch| announced.receive(batch.drain(..)));
                     while let Some(entry) = pending.first_entry() {
                         if frontier.less_equal(entry.key()) {
                             break;
@@ -183,19 +179,10 @@ pub fn close_groups<'s>(
                             session.give((row, t, diff));
                         }
                     }
-                    while let Some(entry) = marks.first_entry() {
-                        if frontier.less_equal(entry.key()) {
-                            break;
-                        }
-                        for (_, i, worker, at) in entry.remove() {
-                            if i == closes.input {
-                                low.insert(worker, at);
-                            }
-                        }
-                        if low.len() == peers {
-                            let bound = *low.values().min().expect("peers > 0");
-                            open.retain(|key, _| !closes.closed(key, bound));
-                        }
+                    if announced.advance(|t| !frontier.less_equal(t))
+                        && let Some(bound) = announced.bound(closes.input)
+                    {
+                        open.retain(|key, _| !closes.closed(key, bound));
                     }
                     let now = open.len() as i64;
                     held.fetch_add(now - counted, Ordering::Relaxed);

@@ -2,6 +2,8 @@
 //! operator per file, no I/O. Jobs compose them.
 
 pub mod aggregate;
+pub mod announced;
+pub mod closing_interval_join;
 pub mod closing_window;
 pub mod hash_join;
 pub mod interval_join;

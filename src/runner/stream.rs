@@ -557,15 +557,15 @@ impl Shared {
             // Before the dataflow is built: it takes its logger then.
             count_arranged(worker, metrics.arranged());
         }
-        let open_windows = match &self.run.metrics {
-            Some(metrics) => metrics.open_windows(),
+        let held = match &self.run.metrics {
+            Some(metrics) => metrics.held(),
             None => Default::default(),
         };
         let (sessions, watermarks, reports, control) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, watermarks, outputs) =
                 self.run
                     .plan
-                    .instantiate_with_watermarks(scope, Updates::Any, open_windows)?;
+                    .instantiate_with_watermarks(scope, Updates::Any, held)?;
             let (reports_input, reports) = scope.new_input::<Vec<EpochReport>>();
             let (control_input, control) = scope.new_input::<Vec<Control>>();
             let shared = self.clone();

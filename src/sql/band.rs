@@ -15,6 +15,7 @@
 use super::rel::{JoinStrategy, JoinType, Rel};
 use super::scalar::{Arith, Compare, Scalar};
 use crate::calendar;
+use crate::ops::closing_interval_join::SideBounds;
 use crate::value::Value;
 
 /// The largest time and bound magnitude the band handles: sums of a time
@@ -34,6 +35,10 @@ pub struct TimeBand {
     pub upper: i64,
     /// What the times are.
     pub kind: TimeKind,
+    /// When both sides' times are watermarked inputs' event times (see
+    /// `closing.rs`): which, so that streams release the rows no row still
+    /// to come can match.
+    pub release: Option<SideBounds>,
 }
 
 /// The kind of the times a band compares.
@@ -177,6 +182,7 @@ pub fn band(condition: &Scalar, nl: usize) -> Option<TimeBand> {
             lower,
             upper,
             kind,
+            release: None,
         })
     })
 }
@@ -302,7 +308,8 @@ mod tests {
                 right_time: 1,
                 lower: 0,
                 upper: 10,
-                kind: TimeKind::Instant
+                kind: TimeKind::Instant,
+                release: None,
             })
         );
     }
@@ -334,7 +341,8 @@ mod tests {
                 right_time: 0,
                 lower: 3,
                 upper: 4,
-                kind: TimeKind::Integer
+                kind: TimeKind::Integer,
+                release: None,
             })
         );
     }

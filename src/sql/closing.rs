@@ -1,10 +1,12 @@
-//! Windows that close: a grouping by a `TUMBLE` or `HOP` window's bound,
-//! over an input under a `WATERMARK`, releases each window's state in a
-//! stream once the watermark has passed the window's end (the operator is
-//! [`crate::ops::closing_window::close_groups`]).
+//! State that streams release under watermarks: windows that close, and
+//! interval-join rows no row still to come can match.
 //!
-//! A window is closed when no row the input still admits can fall in it.
-//! [`close_windows`] marks a grouping ([`Close`]) only where that is sure:
+//! A grouping by a `TUMBLE` or `HOP` window's bound, over an input under a
+//! `WATERMARK`, releases each window's state once the watermark has passed
+//! the window's end (the operator is
+//! [`crate::ops::closing_window::close_groups`]). [`release_state`] marks
+//! a grouping ([`Close`]) only where no row the input still admits can fall
+//! in a window whose end the watermark has passed:
 //! - one of its key columns is the `window_start` or `window_end` of a
 //!   `TUMBLE`/`HOP`, reached through filters, column projections and shared
 //!   relations only — so every row it groups is a row of that window;
@@ -13,39 +15,90 @@
 //!   admitted after the watermark `w` has a window time at or after
 //!   `w × scale`), reached through filters, projections and windows only.
 //!
-//! A join anywhere on those paths disqualifies the grouping: its other side
-//! has no watermark, so a late row there could pair with an old row and
-//! land in a closed window. Releasing never changes results — the operator
-//! emits exactly the updates of the differential grouping — only the state
-//! a stream holds; batch runs group as always.
+//! An interval join (a [`TimeBand`](super::band::TimeBand)) releases rows
+//! ([`crate::ops::closing_interval_join`]) when both sides' band times are
+//! so traced to watermarked inputs, and every time there is of the band's
+//! kind or null (so no row needs the key-only join `lower.rs` gives times
+//! the band cannot place).
+//!
+//! A join anywhere on those paths disqualifies: its other side has no
+//! watermark, so a late row there could pair with an old row and land in a
+//! closed window. Releasing never changes results — the operators emit
+//! exactly the updates of the differential ones — only the state a stream
+//! holds; batch runs compute as always.
 
-use super::rel::{Close, Rel, WindowKind};
+use super::band::TimeKind;
+use super::rel::{Close, JoinStrategy, JoinType, Rel, WindowKind};
 use super::scalar::{Func, Scalar};
+use crate::ops::closing_interval_join::SideBounds;
+use crate::schema::ColumnType;
 
-/// Marks the groupings of `rel` whose windows close under the watermarks
+/// An input's watermarked column and its declared type.
+pub type Watermarked = Option<(usize, ColumnType)>;
+
+/// Marks what `rel`'s groupings and interval joins can release in streams
 /// (`watermarks[input]`: the input's watermarked column, if it has one).
-pub fn close_windows(rel: &mut Rel, shared: &[Rel], watermarks: &[Option<usize>]) {
+pub fn release_state(rel: &mut Rel, shared: &[Rel], watermarks: &[Watermarked]) {
     for child in rel.children_mut() {
-        close_windows(child, shared, watermarks);
+        release_state(child, shared, watermarks);
     }
-    if let Rel::Aggregate {
+    close_window(rel, shared, watermarks);
+    release_band(rel, shared, watermarks);
+}
+
+/// Marks `rel`, a grouping, if its windows close.
+fn close_window(rel: &mut Rel, shared: &[Rel], watermarks: &[Watermarked]) {
+    let Rel::Aggregate {
         input,
         keys,
         closes,
         ..
     } = rel
-    {
-        *closes = (0..*keys).find_map(|key| {
-            let (window, time, shift) = window_bound(input, key, shared)?;
-            let (i, column, scale) = event_time(window, time, shared)?;
-            (watermarks[i] == Some(column)).then_some(Close {
-                input: i,
-                key,
-                shift,
-                scale,
-            })
-        });
-    }
+    else {
+        return;
+    };
+    *closes = (0..*keys).find_map(|key| {
+        let (window, time, shift) = window_bound(input, key, shared)?;
+        let (i, column, scale) = event_time(window, time, shared)?;
+        (watermarks[i]?.0 == column).then_some(Close {
+            input: i,
+            key,
+            shift,
+            scale,
+        })
+    });
+}
+
+/// Marks `rel`, an interval join, if its rows can be released.
+fn release_band(rel: &mut Rel, shared: &[Rel], watermarks: &[Watermarked]) {
+    let Rel::Join {
+        left,
+        right,
+        kind: JoinType::Inner,
+        strategy: JoinStrategy::Interval(band),
+        ..
+    } = rel
+    else {
+        return;
+    };
+    let side = |rel: &Rel, col: usize| -> Option<(usize, i64)> {
+        let (i, column, scale) = event_time(rel, col, shared)?;
+        let (watermarked, ty) = watermarks[i]?;
+        // Every time of the band's kind or null: an integer column read as
+        // is, a date or timestamp one, or seconds or milliseconds made
+        // timestamps.
+        let of_kind = match band.kind {
+            TimeKind::Integer => scale == 1 && ty == ColumnType::Int,
+            TimeKind::Instant => {
+                scale > 1 || matches!(ty, ColumnType::Date | ColumnType::Timestamp)
+            }
+        };
+        (watermarked == column && of_kind).then_some((i, scale))
+    };
+    band.release = match (side(left, band.left_time), side(right, band.right_time)) {
+        (Some(left), Some(right)) => Some(SideBounds { left, right }),
+        _ => None,
+    };
 }
 
 /// If `rel`'s column `col` is a `TUMBLE`/`HOP` window's start or end (every
@@ -135,7 +188,11 @@ mod tests {
 
     fn closes(rel: Rel, watermarks: &[Option<usize>]) -> Option<Close> {
         let mut rel = rel;
-        close_windows(&mut rel, &[], watermarks);
+        let typed: Vec<Watermarked> = watermarks
+            .iter()
+            .map(|w| w.map(|c| (c, ColumnType::Timestamp)))
+            .collect();
+        release_state(&mut rel, &[], &typed);
         match rel {
             Rel::Aggregate { closes, .. } => closes,
             _ => unreachable!(),

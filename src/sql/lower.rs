@@ -3,6 +3,10 @@
 //! ([`RelationalJoin`], [`GroupAggregate`]), so a SQL job computes exactly
 //! what the equivalent built-in job does, with the same strategies.
 //!
+//! A grouping by windows that close under a watermark (`closing.rs`) is,
+//! in streams, [`close_groups`]: the same rows, with closed windows'
+//! state released.
+//!
 //! Every operator here is a function of its input collections: `TopK`
 //! breaks ties by the whole row, and the default row of a global
 //! aggregate over no rows is created on worker 0 only.
@@ -12,13 +16,14 @@ use std::cmp::Ordering;
 use differential_dataflow::AsCollection;
 use timely::dataflow::operators::vec::ToStream;
 
-use super::band::TimeBand;
+use super::band::{TimeBand, TimeKind};
 use super::rel::{AggCall, Close, JoinStrategy, JoinType, Rel, SetOp, SortKey, WindowKind};
 use super::scalar::Scalar;
 use crate::job::{BuildContext, BuildError, Dataflow, Inputs, Outputs, Rows, Time, Updates};
 use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
+use crate::ops::closing_interval_join::closing_interval_join;
 use crate::ops::closing_window::{Closes, close_groups};
-use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec};
+use crate::ops::interval_join::{IntervalJoin, IntervalJoinSpec, integer_time};
 use crate::ops::join::{JoinColumns, JoinKind, Physical, RelationalJoin};
 use crate::ops::temporal_join::{AsOfJoin, AsOfSpec};
 use crate::value::{Row, Value};
@@ -286,7 +291,9 @@ impl<'s> Lower<'_, 's> {
     /// The pairs of an inner join whose condition holds a [`TimeBand`]
     /// (before the condition is applied): rows whose times the band reads
     /// meet in the interval join; the others (a time of another kind: text,
-    /// a float) are joined by key alone; a null time matches nothing.
+    /// a float) are joined by key alone; a null time matches nothing. In
+    /// streams, a band between watermarked inputs (whose times are all of
+    /// its kind or null) releases the rows no row still to come can match.
     fn banded(
         &self,
         (l, r): (Rows<'s>, Rows<'s>),
@@ -294,6 +301,25 @@ impl<'s> Lower<'_, 's> {
         arity: (usize, usize),
         band: TimeBand,
     ) -> Rows<'s> {
+        if let Some(bounds) = band.release
+            && self.context.updates == Updates::Any
+        {
+            let spec = IntervalJoinSpec {
+                left_key: lk.to_vec(),
+                left_time: band.left_time,
+                right_key: rk.to_vec(),
+                right_time: band.right_time,
+                lower: band.lower,
+                upper: band.upper,
+                // Any integer: the operator's sums saturate, and the band
+                // holds every pair the condition can.
+                time: match band.kind {
+                    TimeKind::Integer => integer_time,
+                    TimeKind::Instant => band.kind.reader(),
+                },
+            };
+            return closing_interval_join(l, r, spec, bounds, &self.context);
+        }
         let time = band.kind.reader();
         let split = |rows: Rows<'s>, at: usize| {
             let placed = rows.clone().filter(move |row| time(&row[at]).is_some());

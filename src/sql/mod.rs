@@ -292,11 +292,16 @@ impl SqlJob {
             .map(|r| rel::prune_all(r.clone(), &binder.shared).0)
             .collect();
         let pruned = shared.clone();
-        let watermarked: Vec<Option<usize>> =
-            infos.iter().map(|i| i.watermark.map(|(c, _)| c)).collect();
+        let watermarked: Vec<closing::Watermarked> = infos
+            .iter()
+            .map(|i| {
+                let (c, _) = i.watermark?;
+                Some((c, i.declared[c].unwrap_or(ColumnType::Any)))
+            })
+            .collect();
         for r in shared.iter_mut() {
             band::use_bands(r, &pruned);
-            closing::close_windows(r, &pruned, &watermarked);
+            closing::release_state(r, &pruned, &watermarked);
         }
         let rels: Vec<(&'static str, Rel, Vec<String>)> = outputs
             .into_iter()
@@ -304,7 +309,7 @@ impl SqlJob {
                 rel::limit_row_numbers(&mut b.rel, &binder.shared);
                 let mut rel = rel::prune_all(b.rel, &binder.shared).0;
                 band::use_bands(&mut rel, &pruned);
-                closing::close_windows(&mut rel, &pruned, &watermarked);
+                closing::release_state(&mut rel, &pruned, &watermarked);
                 (name, rel, b.cols.into_iter().map(|c| c.name).collect())
             })
             .collect();

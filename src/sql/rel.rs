@@ -777,10 +777,18 @@ pub fn explain(rel: &Rel, depth: usize, ctx: &ExplainContext<'_>, out: &mut Stri
             let banded = matches!(strategy, JoinStrategy::Interval(_));
             let strategy = match strategy {
                 JoinStrategy::Interval(b) => format!(
-                    "interval: right.#{} - left.#{} in {}",
+                    "interval: right.#{} - left.#{} in {}{}",
                     b.right_time,
                     b.left_time,
-                    b.range()
+                    b.range(),
+                    match b.release {
+                        Some(r) => format!(
+                            "; streamed, a row is released once the other side's watermark \
+                             ({} for left rows, {} for right rows) has passed every time it could match",
+                            ctx.inputs[r.right.0], ctx.inputs[r.left.0]
+                        ),
+                        None => String::new(),
+                    }
                 ),
                 JoinStrategy::Skew(hot) => format!("skew: {} hot keys", hot.keys.len()),
                 other => other.name().to_string(),
