@@ -301,24 +301,25 @@ impl<'s> Lower<'_, 's> {
         arity: (usize, usize),
         band: TimeBand,
     ) -> Rows<'s> {
+        let spec = |time| IntervalJoinSpec {
+            left_key: lk.to_vec(),
+            left_time: band.left_time,
+            right_key: rk.to_vec(),
+            right_time: band.right_time,
+            lower: band.lower,
+            upper: band.upper,
+            time,
+        };
         if let Some(bounds) = band.release
             && self.context.updates == Updates::Any
         {
-            let spec = IntervalJoinSpec {
-                left_key: lk.to_vec(),
-                left_time: band.left_time,
-                right_key: rk.to_vec(),
-                right_time: band.right_time,
-                lower: band.lower,
-                upper: band.upper,
-                // Any integer: the operator's sums saturate, and the band
-                // holds every pair the condition can.
-                time: match band.kind {
-                    TimeKind::Integer => integer_time,
-                    TimeKind::Instant => band.kind.reader(),
-                },
+            // Any integer: the operator's sums saturate, and the band holds
+            // every pair the condition can.
+            let time = match band.kind {
+                TimeKind::Integer => integer_time,
+                TimeKind::Instant => band.kind.reader(),
             };
-            return closing_interval_join(l, r, spec, bounds, &self.context);
+            return closing_interval_join(l, r, spec(time), bounds, &self.context);
         }
         let time = band.kind.reader();
         let split = |rows: Rows<'s>, at: usize| {
@@ -328,16 +329,7 @@ impl<'s> Lower<'_, 's> {
         };
         let (l_placed, l_other) = split(l, band.left_time);
         let (r_placed, r_other) = split(r, band.right_time);
-        let spec = IntervalJoinSpec {
-            left_key: lk.to_vec(),
-            left_time: band.left_time,
-            right_key: rk.to_vec(),
-            right_time: band.right_time,
-            lower: band.lower,
-            upper: band.upper,
-            time,
-        };
-        let near = l_placed.clone().interval_join(r_placed.clone(), spec);
+        let near = l_placed.clone().interval_join(r_placed.clone(), spec(time));
         let shuffle = &Physical::Shuffle;
         let by_key = |a, b| self.join(a, b, JoinType::Inner, (lk, rk), arity, shuffle);
         let others = by_key(l_other, r_placed.concat(r_other.clone()));
