@@ -7,10 +7,11 @@
 //! ... then read what the log holds beyond: a worker closes an epoch as soon
 //! as it has read everything visible (or its record limit), or after
 //! `max_latency` when nothing arrives, so latency stays low when idle. The
-//! limit starts at `max_records` and doubles while epochs fill up (far
-//! behind the log end, up to 16x), so a backlog is applied in few large
-//! commits. An epoch's records are held until it is read whole and its
-//! offsets reported, then combined (`runner/combine.rs`) and inserted. All
+//! limit starts at `max_records` and is 16 times that once an epoch fills
+//! up (behind the log end), so a backlog is applied in few large commits.
+//! An epoch's rows are combined (`runner/combine.rs`) and inserted as they
+//! are read; the worker's report of the offsets they cover follows at the
+//! same epoch, before the epoch can close (see `read_epoch`). All
 //! output changes go to worker 0, whose committer writes each completed
 //! epoch with its offsets in one transaction (`runner/commit.rs`).
 //!
@@ -56,10 +57,12 @@ use crate::sink::changelog::SinkTarget;
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
 use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, this_process};
-use crate::value::Row;
 
 /// How much larger than `max_records` an epoch may grow while far behind.
 const MAX_GROWTH: usize = 16;
+
+/// Most records read from one partition between two steps of the dataflow.
+const READ_CHUNK: usize = 1 << 14;
 
 /// How epochs are cut.
 #[derive(Clone, Copy, Debug)]
@@ -763,7 +766,7 @@ impl Shared {
         let mut limit = self.run.epochs.max_records;
         while !self.run.stop.load(Ordering::Relaxed) {
             let (records, drained) =
-                self.read_epoch(worker.index(), feed, bad, (epoch, reported), limit)?;
+                self.read_epoch(worker, feed, bad, (epoch, reported), limit)?;
             self.records.fetch_add(records, Ordering::Relaxed);
             reported = bad.count;
             self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
@@ -775,13 +778,14 @@ impl Shared {
             worker.step_or_park_while(Some(Duration::from_millis(1)), || {
                 probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed)
             });
-            // Far behind the log end (the epoch filled up), epochs grow so that
-            // a backlog is applied in few large commits; near the end they
-            // shrink back to `max_records` for latency.
+            // Behind the log end (the epoch filled up), the next epoch may be
+            // its largest, so that a backlog is applied in few large commits
+            // (a keyed output rewrites each changed key once per epoch); near
+            // the end epochs shrink back to `max_records` for latency.
             limit = if drained {
                 self.run.epochs.max_records
             } else {
-                (limit * 2).min(self.run.epochs.max_records * MAX_GROWTH)
+                self.run.epochs.max_records * MAX_GROWTH
             };
             if drained && self.may_stop_caught_up() {
                 break;
@@ -798,76 +802,81 @@ impl Shared {
     }
 
     /// Reads one epoch from this worker's partitions into the dataflow;
-    /// returns the records read and whether everything visible was read.
-    /// The epoch's changes are held back until it is read whole and its
-    /// offsets are recorded: rows must never reach the dataflow (and so a
-    /// commit) without the offsets that cover them, even when a read fails.
-    /// `bad_before` is the bad rows met before this epoch.
+    /// returns the row changes read and whether everything visible was
+    /// read. Rows go into the combiners as they are read, and the report
+    /// with the offsets that cover them follows at the same epoch: the
+    /// committer commits an epoch only once the frontier has passed it,
+    /// with every worker's report in, and never after a failure report
+    /// (`drive` sends one when a read fails), so rows never reach a commit
+    /// without their offsets. `bad_before` is the bad rows met before this
+    /// epoch.
     fn read_epoch(
         &self,
-        worker: usize,
+        worker: &mut timely::worker::Worker,
         feed: &mut Feed<'_>,
         bad: &mut BadRows,
         (epoch, bad_before): (Time, u64),
         max_records: usize,
     ) -> Result<(u64, bool), RunError> {
-        let mut changes: Vec<(usize, Row, isize)> = Vec::new();
-        let drained =
-            self.read_until_closed(&mut feed.parts, bad, epoch, max_records, &mut changes)?;
-        let report = self.report(
-            worker,
-            &feed.parts,
-            changes.len() as u64,
-            bad.count - bad_before,
-        );
+        let (total, drained) = self.read_until_closed(worker, feed, bad, epoch, max_records)?;
+        feed.flush();
+        let report = self.report(worker.index(), &feed.parts, total, bad.count - bad_before);
         feed.reports.send(report);
         self.closed.fetch_max(epoch, Ordering::SeqCst);
-        let total = changes.len() as u64;
-        for (input, mut row, diff) in changes {
-            feed.combiners[input].update(&mut row, diff, &mut feed.sessions[input]);
-        }
-        feed.flush();
         Ok((total, drained))
     }
 
-    /// Reads from the partitions into `changes` until the epoch closes:
-    /// `max_records` read, everything visible read (with records, or once
-    /// another worker has closed the epoch), `max_latency` passed, or a
-    /// stop. Returns whether everything visible was read.
+    /// Reads from the partitions into the combiners until the epoch closes:
+    /// `max_records` row changes read, everything visible read (with
+    /// records, or once another worker has closed the epoch), `max_latency`
+    /// passed, or a stop. Reads in chunks, stepping the dataflow between
+    /// them, so that a large epoch streams through rather than piling up.
+    /// Returns the row changes read and whether everything visible was read.
     fn read_until_closed(
         &self,
-        parts: &mut [(usize, PartitionSource)],
+        worker: &mut timely::worker::Worker,
+        feed: &mut Feed<'_>,
         bad: &mut BadRows,
         epoch: Time,
         max_records: usize,
-        changes: &mut Vec<(usize, Row, isize)>,
-    ) -> Result<bool, RunError> {
+    ) -> Result<(u64, bool), RunError> {
+        let Feed {
+            parts,
+            combiners,
+            sessions,
+            ..
+        } = feed;
         let deadline = Instant::now() + self.run.epochs.max_latency;
+        let mut total = 0usize;
         loop {
             let mut drained = true;
             for (input, part) in parts.iter_mut() {
-                let room = max_records.saturating_sub(changes.len());
-                let input = *input;
-                let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| {
-                    changes.push((input, row, diff))
+                let room = max_records.saturating_sub(total).min(READ_CHUNK);
+                let (combiner, session) = (&mut combiners[*input], &mut sessions[*input]);
+                let n = part.read(room, None, &self.run.options, bad, &mut |mut row, diff| {
+                    total += 1;
+                    combiner.update(&mut row, diff, session)
                 })?;
                 drained &= n < room && part.at_end();
             }
-            let total = changes.len();
-            // An idle worker closes the epoch as soon as another one has, so
-            // that it does not hold back their records' latency.
-            let others_closed = drained && self.closed_elsewhere(epoch);
+            // Once everything visible is read, the epoch closes if it has
+            // records, or another worker has closed it (an idle worker must
+            // not hold back their records' latency), or `max_latency` has
+            // passed; while records are still visible, only the limit does.
             let done = total >= max_records
-                || (total > 0 && drained)
-                || others_closed
-                || Instant::now() >= deadline;
+                || (drained
+                    && (total > 0 || self.closed_elsewhere(epoch) || Instant::now() >= deadline));
             if done
                 || self.run.stop.load(Ordering::Relaxed)
                 || (drained && self.may_stop_caught_up())
             {
-                return Ok(drained);
+                return Ok((total as u64, drained));
             }
-            std::thread::sleep(Duration::from_millis(2));
+            if drained {
+                std::thread::sleep(Duration::from_millis(2));
+            } else {
+                worker.step();
+            }
         }
     }
 

@@ -30,6 +30,9 @@ use crate::log::{Log, Record};
 use crate::schema::{InputSchema, Projection};
 use crate::value::{Row, Value};
 
+/// Most records fetched from the log at once by one read.
+const FETCH_CHUNK: usize = 4096;
+
 /// How a record's value encodes a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueFormat {
@@ -193,7 +196,11 @@ impl PartitionSource {
         let mut consumed = 0;
         while consumed < max {
             if self.pending.is_empty() {
-                let batch = self.reader.next_batch(max - consumed, until)?;
+                // A bounded fetch: the records of a large read are typed and
+                // handed on a chunk at a time, not all held at once.
+                let batch = self
+                    .reader
+                    .next_batch((max - consumed).min(FETCH_CHUNK), until)?;
                 if batch.is_empty() {
                     break;
                 }

@@ -25,10 +25,10 @@
 //!
 //! An updated row of a keyed output — the retraction of a row and the
 //! insertion of another with the same key and count, as a group whose
-//! aggregates changed — is one statement that rewrites the old row's
-//! non-key columns in place, when the old row holds exactly that count and
-//! the new row is not stored yet; otherwise it is applied as the two
-//! changes it is.
+//! aggregates changed — is one lookup that finds the new row not stored
+//! yet, then one statement that rewrites the old row's non-key columns in
+//! place when the old row holds exactly that count; otherwise it is applied
+//! as the two changes it is.
 //!
 //! Each statement is prepared once per table (`prepare_cached`) and matches
 //! the row with `"c" IS ?i AND typeof("c") = typeof(?i)` on every column, so
@@ -54,7 +54,7 @@ use super::{SqliteStore, TableError};
 
 /// The statements that apply changes to one version table. Parameters
 /// `?1..?n` are the row's values, `?{n+1}` the count; `replace` also takes
-/// the new row as `?{n+2}..?{2n+1}`.
+/// the new row's non-key values as `?{n+2}..?{2n+1}`.
 pub(super) struct TableSql {
     table: String,
     arity: usize,
@@ -66,6 +66,8 @@ pub(super) struct TableSql {
     increment: String,
     insert: String,
     replace: String,
+    /// Whether a row is stored (parameters `?1..?n`).
+    stored: String,
 }
 
 impl TableSql {
@@ -86,24 +88,17 @@ impl TableSql {
             .filter(|i| !schema.key.contains(i))
             .map(|i| format!("{} = ?{}", columns[i], new(i)))
             .collect();
-        let new_matches: Vec<String> = (0..n)
-            .map(|i| {
-                format!(
-                    "{c} IS ?{j} AND typeof({c}) = typeof(?{j})",
-                    c = columns[i],
-                    j = new(i)
-                )
-            })
-            .collect();
         let keyed = !schema.key.is_empty() && !set.is_empty();
         TableSql {
             key: keyed.then(|| schema.key.clone()),
+            // The new row's absence is checked by `stored` first: a `NOT
+            // EXISTS` on the table being updated made SQLite materialize
+            // the matches in a temporary B-tree, opened and closed per row.
             replace: format!(
-                "UPDATE {t} SET {} WHERE {matches} AND kappa_n = ?{count} \
-                 AND NOT EXISTS (SELECT 1 FROM {t} WHERE {})",
+                "UPDATE {t} SET {} WHERE {matches} AND kappa_n = ?{count}",
                 set.join(", "),
-                new_matches.join(" AND ")
             ),
+            stored: format!("SELECT 1 FROM {t} WHERE {matches} LIMIT 1"),
             delete: format!("DELETE FROM {t} WHERE {matches} AND kappa_n = ?{count}"),
             decrement: format!(
                 "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
@@ -186,9 +181,13 @@ pub(super) fn apply(
     let mut done = vec![false; rows.len()];
     if let Some(key) = &sql.key {
         let mut replace = conn.prepare_cached(&sql.replace)?;
+        let mut stored = conn.prepare_cached(&sql.stored)?;
         for (old, new) in updates(key, rows) {
             let (old_row, diff) = &rows[old];
-            if replace_row(&mut replace, sql, old_row, -(*diff as i64), &rows[new].0)? > 0 {
+            let new_row = &rows[new].0;
+            if !is_stored(&mut stored, sql, new_row)?
+                && replace_row(&mut replace, sql, old_row, -(*diff as i64), new_row)? > 0
+            {
                 done[old] = true;
                 done[new] = true;
             }
@@ -258,10 +257,23 @@ fn replace_row(
     if old.len() != sql.arity || new.len() != sql.arity {
         return Ok(0); // the general path reports the arity
     }
-    for (i, v) in new.iter().enumerate() {
+    // Only the non-key values are parameters of the `SET`.
+    let key = sql.key.as_deref().unwrap_or_default();
+    for (i, v) in new.iter().enumerate().filter(|(i, _)| !key.contains(i)) {
         stmt.raw_bind_parameter(sql.arity + 2 + i, v)?;
     }
     run(stmt, sql, old, count)
+}
+
+/// Whether `row` is stored (with any count).
+fn is_stored(stmt: &mut Statement<'_>, sql: &TableSql, row: &Row) -> Result<bool, TableError> {
+    if row.len() != sql.arity {
+        return Ok(true); // the general path reports the arity
+    }
+    for (i, v) in row.iter().enumerate() {
+        stmt.raw_bind_parameter(i + 1, v)?;
+    }
+    Ok(stmt.raw_query().next()?.is_some())
 }
 
 /// Binds a row and a count and runs the statement; the rows it changed.
