@@ -27,6 +27,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
+use smallvec::SmallVec;
 
 use crate::schema::ColumnType;
 use crate::value::{Row, Value};
@@ -105,6 +106,48 @@ pub fn encode_json_row<'a>(values: impl IntoIterator<Item = Option<&'a Json>>, o
         }
     }
     out.push(b']');
+}
+
+/// Fields held inline by [`borrowed_csv_fields`] before it allocates.
+const INLINE_FIELDS: usize = 16;
+
+/// The fields of a CSV topic's row value, borrowed from it, when the value
+/// is spelled as [`encode_csv_row`] writes it (no spaces) and no string
+/// holds an escape or a control character; `None` otherwise, for a general
+/// decoder, which reads every other valid spelling (and refuses the invalid
+/// ones) as before. A `None` field is a JSON `null`. This is the stream
+/// runner's hot path: no JSON parser and no allocation for a short row.
+pub fn borrowed_csv_fields(value: &[u8]) -> Option<SmallVec<[Option<&str>; INLINE_FIELDS]>> {
+    let mut fields = SmallVec::new();
+    let rest = value.strip_prefix(b"[")?;
+    if rest == b"]" {
+        return Some(fields);
+    }
+    let mut at = 0;
+    loop {
+        match rest.get(at)? {
+            b'n' if rest.get(at..at + 4)? == b"null" => {
+                fields.push(None);
+                at += 4;
+            }
+            b'"' => {
+                let start = at + 1;
+                let end = start + memchr::memchr2(b'"', b'\\', &rest[start..])?;
+                let text = &rest[start..end];
+                if rest[end] != b'"' || text.iter().any(|&b| b < 0x20) {
+                    return None; // an escape, or a character JSON must escape
+                }
+                fields.push(Some(std::str::from_utf8(text).ok()?));
+                at = end + 1;
+            }
+            _ => return None,
+        }
+        match rest.get(at)? {
+            b',' => at += 1,
+            b']' if at + 1 == rest.len() => return Some(fields),
+            _ => return None,
+        }
+    }
 }
 
 /// The raw elements of a row value, checked to number `columns`.
@@ -249,6 +292,46 @@ mod tests {
             decode_row(&v, RowFormat::Csv, &[ColumnType::Any; 4]),
             Err(RowError::Field { column: 0, .. })
         ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn borrowed_fields_are_what_json_reads(
+            fields in proptest::collection::vec(
+                proptest::option::of(proptest::string::string_regex("(.|\\n|\\t|\"|\\\\){0,6}").unwrap()),
+                0..5,
+            ),
+            (at, byte) in (proptest::num::usize::ANY, proptest::num::u8::ANY),
+        ) {
+            let mut v = Vec::new();
+            encode_csv_row(fields.iter().map(|f| f.as_deref()), &mut v);
+            let owned = |got: &[Option<&str>]| -> Vec<Option<String>> {
+                got.iter().map(|f| f.map(str::to_string)).collect()
+            };
+            let json: Vec<Option<String>> = serde_json::from_slice(&v).unwrap();
+            let escaped = fields.iter().flatten().any(|f| f.contains(['"', '\\']) || f.chars().any(char::is_control));
+            match borrowed_csv_fields(&v) {
+                Some(got) => proptest::prop_assert_eq!(owned(&got), json),
+                None => proptest::prop_assert!(escaped, "{v:?} should have borrowed"),
+            }
+            // Given the value with one byte changed, it reads nothing JSON
+            // would not, and nothing else than JSON would.
+            let mut changed = v.clone();
+            changed[at % v.len()] = byte;
+            if let Some(got) = borrowed_csv_fields(&changed) {
+                let json: Vec<Option<String>> = serde_json::from_slice(&changed).unwrap();
+                proptest::prop_assert_eq!(owned(&got), json);
+            }
+        }
+    }
+
+    #[test]
+    fn borrowed_fields_leave_other_spellings_to_the_json_reader() {
+        assert_eq!(borrowed_csv_fields(br#"["7",null,"a b"]"#).unwrap().to_vec(), vec![Some("7"), None, Some("a b")]);
+        assert!(borrowed_csv_fields(b"[]").unwrap().is_empty());
+        for other in [&br#"[ "7"]"#[..], br#"["7"] "#, br#"["a\"b"]"#, b"[nul]", b"[7]", br#"["7",]"#, b"[", b""] {
+            assert!(borrowed_csv_fields(other).is_none(), "{other:?}");
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ use super::late::LateFilter;
 use super::records::{LogTopic, RecordLog, RecordReader};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::format::{csv_reader, csv_width};
-use crate::log::rows::{RowFormat, decode_fields, typed};
+use crate::log::rows::{RowFormat, borrowed_csv_fields, decode_fields, typed};
 use crate::log::{Log, Record};
 use crate::schema::{InputSchema, Projection};
 use crate::value::{Row, Value};
@@ -292,7 +292,7 @@ impl PartitionSource {
             // Fast path: field texts borrowed from the value, no allocation
             // per field. Only strings without escapes borrow; anything else
             // takes the general path below, which types them the same way.
-            if let Ok(fields) = serde_json::from_slice::<Vec<Option<&str>>>(value)
+            if let Some(fields) = borrowed_csv_fields(value)
                 && fields.len() == self.input.schema.columns.len()
             {
                 return self.type_fields(&fields, options);
