@@ -327,9 +327,23 @@ mod tests {
 
     #[test]
     fn borrowed_fields_leave_other_spellings_to_the_json_reader() {
-        assert_eq!(borrowed_csv_fields(br#"["7",null,"a b"]"#).unwrap().to_vec(), vec![Some("7"), None, Some("a b")]);
+        assert_eq!(
+            borrowed_csv_fields(br#"["7",null,"a b"]"#)
+                .unwrap()
+                .to_vec(),
+            vec![Some("7"), None, Some("a b")]
+        );
         assert!(borrowed_csv_fields(b"[]").unwrap().is_empty());
-        for other in [&br#"[ "7"]"#[..], br#"["7"] "#, br#"["a\"b"]"#, b"[nul]", b"[7]", br#"["7",]"#, b"[", b""] {
+        for other in [
+            &br#"[ "7"]"#[..],
+            br#"["7"] "#,
+            br#"["a\"b"]"#,
+            b"[nul]",
+            b"[7]",
+            br#"["7",]"#,
+            b"[",
+            b"",
+        ] {
             assert!(borrowed_csv_fields(other).is_none(), "{other:?}");
         }
     }
