@@ -849,7 +849,9 @@ impl Shared {
         let deadline = Instant::now() + self.run.epochs.max_latency;
         let mut total = 0usize;
         loop {
-            let mut drained = true;
+            // `drained`: every partition read to its end; `full`: some
+            // partition filled its chunk, so it has more right away.
+            let (mut drained, mut full) = (true, false);
             for (input, part) in parts.iter_mut() {
                 let room = max_records.saturating_sub(total).min(READ_CHUNK);
                 let (combiner, session) = (&mut combiners[*input], &mut sessions[*input]);
@@ -858,24 +860,27 @@ impl Shared {
                     combiner.update(&mut row, diff, session)
                 })?;
                 drained &= n < room && part.at_end();
+                full |= n == room;
             }
-            // Once everything visible is read, the epoch closes if it has
-            // records, or another worker has closed it (an idle worker must
-            // not hold back their records' latency), or `max_latency` has
-            // passed; while records are still visible, only the limit does.
+            // While a partition has more right away, only the limit closes
+            // the epoch. Otherwise it closes once everything visible is read
+            // and it has records, or another worker has closed it (an idle
+            // worker must not hold back their records' latency), or once
+            // `max_latency` has passed.
             let done = total >= max_records
-                || (drained
-                    && (total > 0 || self.closed_elsewhere(epoch) || Instant::now() >= deadline));
+                || (!full
+                    && ((drained && (total > 0 || self.closed_elsewhere(epoch)))
+                        || Instant::now() >= deadline));
             if done
                 || self.run.stop.load(Ordering::Relaxed)
                 || (drained && self.may_stop_caught_up())
             {
                 return Ok((total as u64, drained));
             }
-            if drained {
-                std::thread::sleep(Duration::from_millis(2));
-            } else {
+            if full {
                 worker.step();
+            } else {
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
     }
