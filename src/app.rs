@@ -53,6 +53,7 @@ impl App {
     /// Parses the process's arguments, runs the command, reports an error
     /// (with its chain of causes) on stderr: the process's exit code.
     pub fn run(self) -> ExitCode {
+        no_transparent_huge_pages();
         self.run_from(std::env::args_os())
     }
 
@@ -67,5 +68,23 @@ impl App {
             return ExitCode::FAILURE;
         }
         crate::cli::main(&self.registry, args)
+    }
+}
+
+/// Turns transparent huge pages off for this process. mimalloc advises
+/// the kernel to back its arenas with huge pages; where THP defrag is
+/// `madvise` (Debian's default), a fault in such an arena may compact
+/// memory synchronously to find a free 2 MiB page, and a run whose memory
+/// is mostly fresh rows (a join's 10M output rows, a stream epoch's
+/// output) spent up to half its wall time in the kernel doing that, a
+/// different share every run (benches/README.md, 2026-12-04). Small pages
+/// cost a few percent of TLB misses instead.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and changes
+    // nothing but this process' page policy; a kernel without it refuses
+    // with EINVAL, which leaves the default.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
 }
