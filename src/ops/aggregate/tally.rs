@@ -10,6 +10,7 @@
 
 use differential_dataflow::difference::{Abelian, IsZero, Monoid, Semigroup};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use super::sum::Sum;
 use crate::value::Row;
@@ -19,10 +20,12 @@ use crate::value::Row;
 pub struct Tally {
     /// Rows, counted with their multiplicities.
     pub rows: i64,
-    /// One per sum slot of the grouping (empty in the zero tally). A `Vec`,
-    /// not inline: the tally is the difference of every update in the
-    /// grouping's arrangements, so its size is paid per update.
-    pub sums: Vec<Sum>,
+    /// One per sum slot of the grouping (empty in the zero tally). The
+    /// first is inline: a per-worker pre-aggregation adds each row to a
+    /// tally in a hash table of every key, and following a pointer from
+    /// the table's entry to its sums was a cache miss per row (a sixth of
+    /// a 10M-row `group-by count,sum`).
+    pub sums: SmallVec<[Sum; 1]>,
 }
 
 impl Tally {
