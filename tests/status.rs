@@ -100,6 +100,28 @@ fn metric(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Polls `/metrics` at `url` until `applied` records are applied and the
+/// gauge whose line starts with `gauge` is at most `limit` (a state that
+/// shrinks once the watermark passes); returns the gauge's value then.
+/// Fails after 30 s with the last page.
+fn wait_for_gauge(url: &str, applied: f64, gauge: &str, limit: f64) -> f64 {
+    let start = Instant::now();
+    loop {
+        let (code, text) = get(url, "/metrics");
+        assert_eq!(code, 200);
+        let done = metric(&text, "kappa_records_applied_total{");
+        let value = metric(&text, gauge).expect("the gauge is served");
+        if done == Some(applied) && value <= limit {
+            return value;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{applied} records applied and {gauge} at most {limit} expected:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The lag cell of deployment `id` on the status page.
 fn page_lag(html: &str, id: i64) -> Option<u64> {
     let row = &html[html.find(&format!("<tr id=\"d{id}\""))?..];
@@ -268,23 +290,8 @@ fn sql_windows_under_a_watermark_release_their_state() {
             "127.0.0.1:0",
         ],
     );
-    let url = stream.url();
-    let start = Instant::now();
     // Announcements follow their epoch's data: wait for both.
-    let open = loop {
-        let (code, text) = get(&url, "/metrics");
-        assert_eq!(code, 200);
-        let applied = metric(&text, "kappa_records_applied_total{");
-        let open = metric(&text, "kappa_windows_open{").expect("the gauge is served");
-        if applied == Some(2400.0) && open <= 6.0 {
-            break open;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "600 windows in all, at most 6 should be open:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let open = wait_for_gauge(&stream.url(), 2400.0, "kappa_windows_open{", 6.0);
     assert!(open >= 1.0, "the last hour's windows are still open");
     stream.stop();
     let verify = w.ok(&["table", "verify", "hourly"]);
@@ -342,23 +349,8 @@ fn sql_interval_join_of_watermarked_inputs_releases_rows() {
             "127.0.0.1:0",
         ],
     );
-    let url = stream.url();
-    let start = Instant::now();
     // 2667 rows in all; at the end only the last minutes' are kept.
-    let held = loop {
-        let (code, text) = get(&url, "/metrics");
-        assert_eq!(code, 200);
-        let applied = metric(&text, "kappa_records_applied_total{");
-        let held = metric(&text, "kappa_interval_join_rows{").expect("the gauge is served");
-        if applied == Some(2667.0) && held <= 150.0 {
-            break held;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "at most 150 of 2667 rows should be kept:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let held = wait_for_gauge(&stream.url(), 2667.0, "kappa_interval_join_rows{", 150.0);
     assert!(held >= 1.0, "the last impressions are still kept");
     stream.stop();
     let verify = w.ok(&["table", "verify", "clicked"]);

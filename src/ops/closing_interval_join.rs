@@ -16,7 +16,7 @@
 //! there.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::Ordering;
 
 use differential_dataflow::AsCollection;
@@ -29,6 +29,7 @@ use crate::job::{BuildContext, Rows, Time};
 use crate::ops::aggregate::project;
 use crate::ops::announced::Announced;
 use crate::ops::interval_join::IntervalJoinSpec;
+use crate::ops::pending::Pending;
 use crate::value::{Row, Value};
 
 /// The inputs whose watermarks bound each side's times: `(input, scale)`,
@@ -70,9 +71,13 @@ pub fn closing_interval_join<'s>(
     let peers = tagged.inner.scope().peers();
     let hasher = foldhash::fast::FixedState::with_seed(0x5eed);
     let keys = (spec.left_key.clone(), spec.right_key.clone());
+    // Hashes the key's values where they are: the same function on both
+    // sides, so equal keys meet, without a key row built per row.
     let by_key = Exchange::new(move |((is_left, row), _, _): &Tagged| {
         let columns = if *is_left { &keys.0 } else { &keys.1 };
-        hasher.hash_one(project(row, columns))
+        let mut h = hasher.build_hasher();
+        columns.iter().for_each(|&c| row[c].hash(&mut h));
+        h.finish()
     });
     let held = context.held.join_rows.clone();
     tagged
@@ -89,26 +94,18 @@ pub fn closing_interval_join<'s>(
                     right: Side::new(),
                     rows: 0,
                 };
-                let mut pending: BTreeMap<Time, Vec<SidedRow>> = BTreeMap::new();
-                let mut capabilities = BTreeMap::new();
+                let mut pending: Pending<SidedRow> = Pending::default();
                 let mut announced = Announced::new(peers);
                 let mut counted = 0i64;
                 move |(data, frontier), (marks, _), output| {
                     data.for_each(|cap, batch| {
                         for (row, t, diff) in batch.drain(..) {
-                            capabilities.entry(t).or_insert_with(|| cap.delayed(&t, 0));
-                            pending.entry(t).or_default().push((row, diff));
+                            pending.hold(t, || cap.delayed(&t, 0), (row, diff));
                         }
                     });
                     marks.for_each(|_cap, batch| announced.receive(batch.drain(..)));
-                    while let Some(entry) = pending.first_entry() {
-                        if frontier.less_equal(entry.key()) {
-                            break;
-                        }
-                        let (t, updates) = entry.remove_entry();
-                        let cap = capabilities
-                            .remove(&t)
-                            .expect("a capability per pending time");
+                    while let Some((t, cap, updates)) = pending.release(|t| !frontier.less_equal(t))
+                    {
                         let mut session = output.session(&cap);
                         for (row, diff) in state.apply(updates) {
                             session.give((row, t, diff));

@@ -34,6 +34,7 @@ use timely::dataflow::operators::vec::Broadcast;
 use crate::job::{BuildContext, Rows, Time};
 use crate::ops::aggregate::Aggregates;
 use crate::ops::announced::Announced;
+use crate::ops::pending::Pending;
 use crate::ops::window::{WindowSpec, windowed_rows};
 use crate::value::{Row, Value};
 
@@ -154,26 +155,18 @@ pub fn close_groups<'s>(
             "ClosingGroups",
             move |_capability, _info| {
                 let mut open: HashMap<Row, OpenWindow> = HashMap::new();
-                let mut pending: BTreeMap<Time, Vec<(Row, isize)>> = BTreeMap::new();
-                let mut capabilities = BTreeMap::new();
+                let mut pending: Pending<(Row, isize)> = Pending::default();
                 let mut announced = Announced::new(peers);
                 let mut counted = 0i64;
                 move |(data, frontier), (marks, _), output| {
                     data.for_each(|cap, batch| {
                         for (row, t, diff) in batch.drain(..) {
-                            capabilities.entry(t).or_insert_with(|| cap.delayed(&t, 0));
-                            pending.entry(t).or_default().push((row, diff));
+                            pending.hold(t, || cap.delayed(&t, 0), (row, diff));
                         }
                     });
                     marks.for_each(|_cap, batch| announced.receive(batch.drain(..)));
-                    while let Some(entry) = pending.first_entry() {
-                        if frontier.less_equal(entry.key()) {
-                            break;
-                        }
-                        let (t, updates) = entry.remove_entry();
-                        let cap = capabilities
-                            .remove(&t)
-                            .expect("a capability per pending time");
+                    while let Some((t, cap, updates)) = pending.release(|t| !frontier.less_equal(t))
+                    {
                         let mut session = output.session(&cap);
                         for (row, diff) in apply(&mut open, updates, width, &aggs) {
                             session.give((row, t, diff));

@@ -8,6 +8,7 @@ pub mod closing_window;
 pub mod hash_join;
 pub mod interval_join;
 pub mod join;
+pub mod pending;
 pub mod skew;
 pub mod temporal_join;
 pub mod window;
