@@ -17,7 +17,7 @@
 
 use std::cmp::Ordering;
 
-use crate::value::{Row, Value};
+use crate::value::{AHEAD, Row, Value, prefetch, prefetch_ahead};
 
 /// The sort key of a row: its first value as a `u64` that orders as
 /// [`Value`] does (an empty row sorts first, as with null).
@@ -69,15 +69,21 @@ pub fn sort_consolidate(rows: &mut Vec<(Row, isize)>) {
         .map(|(i, (row, _))| (prefix(row), i))
         .collect();
     keys.sort_unstable();
-    let mut sorted: Vec<(Row, isize)> = keys
-        .iter()
-        .map(|&(_, i)| std::mem::take(&mut rows[i]))
-        .collect();
+    let mut sorted: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
+    for (n, &(_, i)) in keys.iter().enumerate() {
+        if let Some(&(_, ahead)) = keys.get(n + AHEAD) {
+            prefetch(&rows[ahead]);
+        }
+        sorted.push(std::mem::take(&mut rows[i]));
+    }
     // Rows with equal prefixes are contiguous: order them in full.
     let mut start = 0;
     while start < keys.len() {
         let end = start + keys[start..].partition_point(|k| k.0 == keys[start].0);
         if end - start > 1 {
+            sorted[start..end]
+                .iter()
+                .for_each(|(row, _)| prefetch(row.as_ptr()));
             sorted[start..end].sort_unstable_by(|a, b| a.0.cmp(&b.0));
         }
         start = end;
@@ -90,6 +96,7 @@ pub fn sort_consolidate(rows: &mut Vec<(Row, isize)>) {
 fn add_up_sorted(rows: &mut Vec<(Row, isize)>) {
     let mut kept = 0;
     for i in 0..rows.len() {
+        prefetch_ahead(&rows[i..]);
         if kept > 0 && rows[kept - 1].0 == rows[i].0 {
             rows[kept - 1].1 += rows[i].1;
         } else {
@@ -126,15 +133,17 @@ pub fn merge_runs(mut runs: Vec<Vec<(Row, isize)>>) -> Vec<(Row, isize)> {
 
 fn merge_two(a: Vec<(Row, isize)>, b: Vec<(Row, isize)>) -> Vec<(Row, isize)> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
     loop {
-        let next = match (a.peek(), b.peek()) {
+        prefetch_ahead(a.as_slice());
+        prefetch_ahead(b.as_slice());
+        let next = match (a.as_slice().first(), b.as_slice().first()) {
             (Some(x), Some(y)) => match x.0.cmp(&y.0) {
                 Ordering::Less => a.next(),
                 Ordering::Greater => b.next(),
                 Ordering::Equal => {
-                    let (row, n) = a.next().expect("peeked");
-                    let (_, m) = b.next().expect("peeked");
+                    let (row, n) = a.next().expect("looked at");
+                    let (_, m) = b.next().expect("looked at");
                     (n + m != 0).then_some((row, n + m))
                 }
             },

@@ -110,7 +110,8 @@ fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Resul
     // Fields are formatted into one reused buffer: no allocation per value.
     let mut record: Vec<u8> = Vec::new();
     let mut ends: Vec<usize> = Vec::new();
-    for (row, count) in rows {
+    for (i, (row, count)) in rows.iter().enumerate() {
+        crate::value::prefetch_ahead(&rows[i..]);
         record.clear();
         ends.clear();
         for value in row {
