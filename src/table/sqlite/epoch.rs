@@ -21,7 +21,9 @@
 //! passes through an intermediate state the epoch does not describe):
 //! - `diff < 0`: delete the row if its count is exactly `-diff`, else
 //!   decrement it if it is larger, else fail;
-//! - `diff > 0`: increment the row if present, else insert it.
+//! - `diff > 0`: increment the row if present, else insert it; in a bag
+//!   table with a unique index (`swap::create_table`), one upsert does
+//!   both, unless the row holds a NULL (NULLs never conflict in an index).
 //!
 //! An updated row of a keyed output — the retraction of a row and the
 //! insertion of another with the same key and count, as a group whose
@@ -41,7 +43,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, Statement, params};
 
 use crate::schema::OutputSchema;
-use crate::value::Row;
+use crate::value::{Row, Value};
 
 use super::Lease;
 use super::catalog::{deployment_in, require_accepting, write_stats};
@@ -49,6 +51,7 @@ use super::deployment::EpochStats;
 use super::ident::{quote, table_name};
 use super::outbox;
 use super::owner::require_lease;
+use super::swap;
 use super::{InputOffset, SinkSpec};
 use super::{SqliteStore, TableError};
 
@@ -65,14 +68,22 @@ pub(super) struct TableSql {
     decrement: String,
     increment: String,
     insert: String,
+    /// Insert or increment, for a table whose whole row is a unique key.
+    upsert: Option<String>,
     replace: String,
     /// Whether a row is stored (parameters `?1..?n`).
     stored: String,
 }
 
 impl TableSql {
-    pub(super) fn new(schema: &OutputSchema, version: u32) -> TableSql {
+    /// The statements for `schema`'s table of `version`, as that table was made.
+    pub(super) fn new(
+        conn: &Connection,
+        schema: &OutputSchema,
+        version: u32,
+    ) -> Result<TableSql, TableError> {
         let table = table_name(&schema.name, version);
+        let unique = swap::has_unique_key(conn, &table)?;
         let n = schema.columns.len();
         let count = n + 1;
         let matches: Vec<String> = (1..=n)
@@ -89,7 +100,15 @@ impl TableSql {
             .map(|i| format!("{} = ?{}", columns[i], new(i)))
             .collect();
         let keyed = !schema.key.is_empty() && !set.is_empty();
-        TableSql {
+        let insert = format!(
+            "INSERT INTO {t} ({}, kappa_n) VALUES ({})",
+            columns.join(", "),
+            values.join(", ")
+        );
+        Ok(TableSql {
+            upsert: unique.then(|| {
+                format!("{insert} ON CONFLICT DO UPDATE SET kappa_n = kappa_n + excluded.kappa_n")
+            }),
             key: keyed.then(|| schema.key.clone()),
             // The new row's absence is checked by `stored` first: a `NOT
             // EXISTS` on the table being updated made SQLite materialize
@@ -104,14 +123,10 @@ impl TableSql {
                 "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
             ),
             increment: format!("UPDATE {t} SET kappa_n = kappa_n + ?{count} WHERE {matches}"),
-            insert: format!(
-                "INSERT INTO {t} ({}, kappa_n) VALUES ({})",
-                columns.join(", "),
-                values.join(", ")
-            ),
+            insert,
             table,
             arity: n,
-        }
+        })
     }
 }
 
@@ -164,8 +179,8 @@ impl SqliteStore {
         let w: Arc<[TableSql]> = d
             .outputs
             .iter()
-            .map(|o| TableSql::new(o, d.version.0))
-            .collect();
+            .map(|o| TableSql::new(&self.conn, o, d.version.0))
+            .collect::<Result<_, _>>()?;
         self.writers.insert(id, w.clone());
         Ok(w)
     }
@@ -212,13 +227,29 @@ pub(super) fn apply(
     }
     let mut increment = conn.prepare_cached(&sql.increment)?;
     let mut insert = conn.prepare_cached(&sql.insert)?;
+    let mut upsert = match &sql.upsert {
+        Some(upsert) => Some(conn.prepare_cached(upsert)?),
+        None => None,
+    };
     for (row, diff) in rows.iter().copied().filter(|(_, d)| *d > 0) {
         let n = *diff as i64;
-        if run(&mut increment, sql, row, n)? == 0 {
+        if let Some(upsert) = upsert.as_mut().filter(|_| conflicts(row)) {
+            run(upsert, sql, row, n)?;
+        } else if run(&mut increment, sql, row, n)? == 0 {
             run(&mut insert, sql, row, n)?;
         }
     }
     Ok(())
+}
+
+/// Whether a stored equal row would conflict with `row` in a unique index:
+/// SQLite's NULLs (a NaN float is stored as one) never do.
+fn conflicts(row: &Row) -> bool {
+    row.iter().all(|v| match v {
+        Value::Null => false,
+        Value::Float(f) => !f.get().is_nan(),
+        _ => true,
+    })
 }
 
 /// The updates among consolidated changes: `(retraction, insertion)`

@@ -20,7 +20,7 @@
 //!   The one exception is a deployment that never committed an epoch: its
 //!   creator abandons it on failure, and it disappears entirely.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::schema::OutputSchema;
 
@@ -197,8 +197,19 @@ fn drop_in(conn: &Connection, id: i64) -> Result<(), TableError> {
     Ok(())
 }
 
+/// Most columns a bag's unique index covers (see [`create_table`]).
+const UNIQUE_BAG_COLUMNS: usize = 62;
+
 /// Creates a version table: the output's columns without declared types,
 /// the multiplicity `kappa_n`, and an index on the key columns.
+///
+/// A bag's index (its key is the whole row, each distinct row stored once)
+/// is UNIQUE, so that adding a row is one upsert rather than a failed
+/// update and an insert (`epoch.rs`). SQLite's equality is not the row's:
+/// an integer equals a float of the same value, so the index also holds a
+/// mask of which columns are floats; and NULLs never conflict, so a row
+/// with a NULL takes the update-then-insert path. Wider bags (the mask is
+/// one integer) and tables made before keep a plain index.
 pub(super) fn create_table(
     conn: &Connection,
     table: &str,
@@ -210,16 +221,39 @@ pub(super) fn create_table(
         quote(table),
         columns.join(", ")
     ))?;
-    if !schema.key.is_empty() {
-        let key: Vec<&str> = schema.key.iter().map(|&k| columns[k].as_str()).collect();
-        conn.execute_batch(&format!(
-            "CREATE INDEX {} ON {} ({})",
-            quote(&format!("kappa_key__{table}")),
-            quote(table),
-            key.join(", ")
-        ))?;
+    if schema.key.is_empty() {
+        return Ok(());
     }
+    let mut key: Vec<String> = schema.key.iter().map(|&k| columns[k].clone()).collect();
+    let unique = is_bag(schema) && columns.len() <= UNIQUE_BAG_COLUMNS;
+    if unique {
+        let floats: Vec<String> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("(typeof({c}) = 'real') * {}", 1u64 << i))
+            .collect();
+        key.push(format!("({})", floats.join(" + ")));
+    }
+    conn.execute_batch(&format!(
+        "CREATE {}INDEX {} ON {} ({})",
+        if unique { "UNIQUE " } else { "" },
+        quote(&format!("kappa_key__{table}")),
+        quote(table),
+        key.join(", ")
+    ))?;
     Ok(())
+}
+
+/// Whether `table`'s key index is unique (see [`create_table`]).
+pub(super) fn has_unique_key(conn: &Connection, table: &str) -> Result<bool, TableError> {
+    let unique: Option<bool> = conn
+        .query_row(
+            "SELECT \"unique\" FROM pragma_index_list(?1) WHERE name = ?2",
+            [table, &format!("kappa_key__{table}")],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(unique.unwrap_or(false))
 }
 
 /// (Re)defines the view `OUTPUT` to select from `table`.

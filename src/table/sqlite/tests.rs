@@ -213,3 +213,54 @@ fn quotes_and_semicolons_in_values_are_data() {
     assert!(store.read_rows("select__v1").unwrap().is_empty());
     assert_eq!(store.deployments().unwrap().len(), 1);
 }
+
+#[test]
+fn a_bag_adds_by_upsert_keeping_ints_floats_and_nulls_apart() {
+    let (dir, mut store) = store();
+    let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
+    let d = store
+        .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
+        .unwrap();
+    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    assert!(swap::has_unique_key(&conn, "bag__v1").unwrap());
+    let rows = [
+        row(&[Value::Int(1), s("a")]),
+        row(&[Value::float(1.0), s("a")]),
+        row(&[Value::Null, s("a")]),
+        row(&[Value::Int(1), Value::Null]),
+        row(&[Value::float(-0.5), s("b")]),
+    ];
+    let once: Vec<(Row, isize)> = rows.iter().map(|r| (r.clone(), 1)).collect();
+    commit(&mut store, d.id, vec![once.clone()], 1).unwrap();
+    commit(&mut store, d.id, vec![once], 2).unwrap();
+    let mut want: Vec<(Row, isize)> = rows.iter().map(|r| (r.clone(), 2)).collect();
+    want.sort();
+    assert_eq!(store.read_rows("bag__v1").unwrap(), want);
+    let distinct: i64 = conn
+        .query_row("SELECT count(*) FROM bag__v1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(distinct, 5, "each distinct row is stored once");
+}
+
+#[test]
+fn a_bag_made_with_a_plain_index_still_adds_by_update_and_insert() {
+    let (dir, mut store) = store();
+    let outputs = vec![schema("bag", &["k"], &[0])];
+    let d = store
+        .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
+        .unwrap();
+    // As versions before the unique index made it.
+    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    conn.execute_batch(
+        "DROP INDEX kappa_key__bag__v1; CREATE INDEX kappa_key__bag__v1 ON bag__v1 (k)",
+    )
+    .unwrap();
+    assert!(!swap::has_unique_key(&conn, "bag__v1").unwrap());
+    let once = vec![(row(&[Value::Int(1)]), 1), (row(&[Value::float(1.0)]), 1)];
+    commit(&mut store, d.id, vec![once.clone()], 1).unwrap();
+    commit(&mut store, d.id, vec![once], 2).unwrap();
+    let want = vec![(row(&[Value::Int(1)]), 2), (row(&[Value::float(1.0)]), 2)];
+    let mut got = store.read_rows("bag__v1").unwrap();
+    got.sort();
+    assert_eq!(got, want);
+}

@@ -38,7 +38,7 @@ fn a_reader_sees_the_previous_epoch_while_a_writer_is_mid_transaction() {
 
     // Half an epoch, by hand, in an open write transaction.
     let tx = store.write_txn().unwrap();
-    let sql = TableSql::new(&out, d.version.0);
+    let sql = TableSql::new(&tx, &out, d.version.0).unwrap();
     let half = [(row(&[s("a"), Value::Int(1)]), -1)];
     apply(&tx, &sql, &half).unwrap();
     write_offsets(&tx, d.id, &[offset("events", "clicks", 0, 2)]).unwrap();
