@@ -1,6 +1,9 @@
 //! The committer of a stream run: the single writer that turns each
 //! completed epoch's output changes, and the input offsets that epoch
-//! covers, into ONE table-store transaction.
+//! covers, into ONE table-store transaction. It runs on a thread of its
+//! own in the first process ([`Committer::spawn`]), fed the complete epochs
+//! in order by worker 0's gatherer (`runner/epochs.rs`), so that the
+//! workers read the next epoch while it writes one.
 //!
 //! Invariants (the exactly-once mechanism):
 //! - epochs are committed in order, each exactly once, and only when the
@@ -17,11 +20,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use differential_dataflow::consolidation::consolidate;
-
-use super::outputs::OutputChange;
+use super::epochs::Epoch;
 use crate::english::count;
 use crate::job::Time;
 use crate::metrics::StreamMetrics;
@@ -31,7 +34,6 @@ use crate::table::{
     Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec, SwapRule,
     TableError, TableStore,
 };
-use crate::value::Row;
 
 /// How often a running stream prints a progress (or idle) line.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -76,21 +78,6 @@ pub struct LastRecord {
     pub event_ts: Option<i64>,
 }
 
-/// One epoch's reports, merged.
-#[derive(Debug, Default)]
-struct EpochLog {
-    offsets: Vec<InputOffset>,
-    last_records: Vec<LastRecord>,
-    records: u64,
-    late: Vec<(String, u32, u64)>,
-    bad_rows: u64,
-    /// When the first report arrived (about when the first worker closed it).
-    closed: Option<Instant>,
-}
-
-/// An output change tagged with its output's index: `((output, row), diff)`.
-pub type TaggedChange = ((usize, Row), isize);
-
 /// What a building version does once it has caught up with the log.
 #[derive(Clone, Debug)]
 pub struct CatchUp {
@@ -119,8 +106,6 @@ pub type Sink = (SinkSpec, Box<dyn ChangelogSink>);
 
 /// Worker 0's committer state.
 pub struct Committer {
-    /// Set after a failed commit (or once retired): nothing more is committed.
-    halted: bool,
     /// Set once a building version has caught up (it may still await a manual swap).
     caught_up: bool,
     /// Set while the deployment is building: when and how it goes live.
@@ -136,14 +121,9 @@ pub struct Committer {
     positions: BTreeMap<(String, u32), u64>,
     /// The next epoch to commit.
     next: Time,
-    /// Changes received, by epoch, tagged with their output index.
-    stash: BTreeMap<Time, Vec<TaggedChange>>,
-    /// Reports received, by epoch, merged.
-    logs: BTreeMap<Time, EpochLog>,
     /// Bad rows skipped in the epochs up to the last one committed (the
     /// replay's included: a replay meets them again).
     bad_rows: u64,
-    outputs: usize,
     records_total: u64,
     started: Instant,
     last_report: Instant,
@@ -177,8 +157,6 @@ pub struct CommitterSetup {
     pub positions: BTreeMap<(String, u32), u64>,
     /// Set while the deployment is building: when and how it goes live.
     pub catch_up: Option<CatchUp>,
-    /// The plan's output count.
-    pub outputs: usize,
     /// No progress lines on stderr.
     pub quiet: bool,
     /// Where to record what is committed.
@@ -198,7 +176,6 @@ impl Committer {
             .epochs
             == 0;
         let mut committer = Committer {
-            halted: false,
             caught_up: false,
             catch_up: setup.catch_up,
             last_state_check: now,
@@ -207,10 +184,7 @@ impl Committer {
             topics: setup.topics,
             positions: setup.positions,
             next: 0,
-            stash: BTreeMap::new(),
-            logs: BTreeMap::new(),
             bad_rows: 0,
-            outputs: setup.outputs,
             records_total: 0,
             started: now,
             last_report: now,
@@ -230,22 +204,10 @@ impl Committer {
         Ok(committer)
     }
 
-    /// Stashes output changes until their epoch is committed (epoch 0, the
-    /// replay of what the tables hold, is dropped unless the tables were
-    /// never written: see the module's invariants).
-    pub fn stash(&mut self, changes: &mut Vec<OutputChange>) {
-        let seed = self.seed;
-        for ((output, row), time, diff) in changes.drain(..).filter(|(_, t, _)| *t > 0 || seed) {
-            self.stash
-                .entry(time)
-                .or_default()
-                .push(((output, row), diff));
-        }
-    }
-
-    /// Commits nothing more (some worker failed).
-    pub fn halt(&mut self) {
-        self.halted = true;
+    /// Whether epoch 0's changes are to be committed: the deployment has
+    /// never committed an epoch (see the module's invariants).
+    pub fn keeps_replay(&self) -> bool {
+        self.seed
     }
 
     /// Whether the deployment is building and has not caught up yet.
@@ -253,52 +215,47 @@ impl Committer {
         self.catch_up.is_some() && !self.caught_up
     }
 
-    /// Takes in a worker's report of epoch `time`. A failure halts the
-    /// committer: it is returned, with the worker, for the run to report.
-    pub fn receive(&mut self, time: Time, report: EpochReport) -> Option<(usize, String)> {
-        let log = self.logs.entry(time).or_default();
-        log.offsets.extend(report.offsets);
-        log.last_records.extend(report.last_records);
-        log.records += report.records;
-        log.late.extend(report.late);
-        log.bad_rows += report.bad_rows;
-        log.closed.get_or_insert_with(Instant::now);
-        let failure = report.failure?;
-        self.halted = true;
-        Some((report.worker, failure))
+    /// Commits the next epoch (epochs come in order, each once, complete:
+    /// see `runner/epochs.rs`), then checks the deployment's state. After
+    /// an error nothing more may be committed: a later epoch's offsets
+    /// would cover the changes that were not applied.
+    pub fn commit_epoch(&mut self, epoch: Epoch) -> Result<(), TableError> {
+        debug_assert_eq!(epoch.time, self.next, "epochs are committed in order");
+        let time = epoch.time;
+        self.bad_rows += epoch.log.bad_rows;
+        if time > 0 || (self.seed && !epoch.is_unchanged()) {
+            self.commit(epoch)?;
+        }
+        self.seed = false;
+        self.next = time + 1;
+        self.after_epoch()
     }
 
-    /// Commits every epoch that the frontier has passed, in order.
-    /// `complete(t)` tells whether epoch `t` is complete.
-    pub fn commit_ready(&mut self, complete: impl Fn(Time) -> bool) -> Result<(), TableError> {
-        if self.halted {
-            return Ok(());
-        }
-        let result = self.commit_in_order(complete);
-        // After a failed commit nothing more may be committed: a later epoch's
-        // offsets would cover the changes that were not applied.
-        self.halted = result.is_err();
-        result
-    }
-
-    fn commit_in_order(&mut self, complete: impl Fn(Time) -> bool) -> Result<(), TableError> {
-        loop {
-            let last = self.logs.keys().next_back().copied().unwrap_or(0);
-            let last = last.max(self.stash.keys().next_back().copied().unwrap_or(0));
-            if self.next > last || !complete(self.next) {
-                return Ok(());
-            }
-            let epoch = self.next;
-            let log = self.logs.remove(&epoch).unwrap_or_default();
-            let changes = self.stash.remove(&epoch).unwrap_or_default();
-            self.bad_rows += log.bad_rows;
-            if epoch > 0 || (self.seed && !changes.is_empty()) {
-                self.commit(epoch, log, changes)?;
-            }
-            self.seed = false;
-            self.next += 1;
-            self.after_epoch()?;
-        }
+    /// Runs the committer on a thread of its own, so that a large commit
+    /// does not stall worker 0's part of the dataflow: epochs sent to the
+    /// returned sender are committed in order, and `after` is told each
+    /// result. The sender holds no epoch while one is being committed (a
+    /// send waits for the committer to take it), which bounds memory to
+    /// about two epochs; it fails once the committer has stopped on an
+    /// error. The thread ends when the sender is dropped.
+    pub fn spawn(
+        mut self,
+        mut after: impl FnMut(&Committer, Result<(), TableError>) + Send + 'static,
+    ) -> std::io::Result<(SyncSender<Epoch>, JoinHandle<()>)> {
+        let (to, epochs) = sync_channel::<Epoch>(0);
+        let thread = std::thread::Builder::new()
+            .name("kappa:commit".into())
+            .spawn(move || {
+                for epoch in epochs {
+                    let result = self.commit_epoch(epoch);
+                    let failed = result.is_err();
+                    after(&self, result);
+                    if failed {
+                        return;
+                    }
+                }
+            })?;
+        Ok((to, thread))
     }
 
     /// Between epochs: a building version checks whether it has caught up
@@ -452,21 +409,12 @@ impl Committer {
         Ok(())
     }
 
-    fn commit(
-        &mut self,
-        epoch: Time,
-        log: EpochLog,
-        mut changes: Vec<TaggedChange>,
-    ) -> Result<(), TableError> {
-        consolidate(&mut changes);
+    fn commit(&mut self, epoch: Epoch) -> Result<(), TableError> {
+        let Epoch { time, log, outputs } = epoch;
         // An idle epoch (nothing read, nothing changed) needs no transaction.
-        if changes.is_empty() && log.records == 0 {
+        if outputs.iter().all(Vec::is_empty) && log.records == 0 {
             self.idle();
             return Ok(());
-        }
-        let mut per_output: Vec<Vec<(Row, isize)>> = vec![Vec::new(); self.outputs];
-        for ((i, row), diff) in changes {
-            per_output[i].push((row, diff));
         }
         // Partitions whose records this epoch makes visible.
         let mut advanced = Vec::new();
@@ -505,13 +453,8 @@ impl Committer {
         };
         let transaction = Instant::now();
         let specs: Vec<SinkSpec> = self.sinks.iter().map(|(spec, _)| spec.clone()).collect();
-        self.store.commit_epoch_with_sinks(
-            &self.lease,
-            &per_output,
-            &log.offsets,
-            &stats,
-            &specs,
-        )?;
+        self.store
+            .commit_epoch_with_sinks(&self.lease, &outputs, &log.offsets, &stats, &specs)?;
         self.drain_outbox();
         self.tell_applied(&log.offsets);
         if let Some(metrics) = &self.metrics {
@@ -528,7 +471,7 @@ impl Committer {
         }
         self.note_live_caught_up()?;
         if !self.quiet && now.duration_since(self.last_report) >= PROGRESS_EVERY {
-            self.report(epoch, &stats);
+            self.report(time, &stats);
             self.last_report = now;
         }
         Ok(())

@@ -8,6 +8,7 @@ pub mod batch;
 mod cluster;
 pub(crate) mod combine;
 mod commit;
+mod epochs;
 pub mod memory;
 mod network;
 pub mod order;

@@ -7,13 +7,16 @@
 //! ... then read what the log holds beyond: a worker closes an epoch as soon
 //! as it has read everything visible (or its record limit), or after
 //! `max_latency` when nothing arrives, so latency stays low when idle. The
-//! limit starts at `max_records` and is 16 times that once an epoch fills
-//! up (behind the log end), so a backlog is applied in few large commits.
-//! An epoch's rows are combined (`runner/combine.rs`) and inserted as they
-//! are read; the worker's report of the offsets they cover follows at the
-//! same epoch, before the epoch can close (see `read_epoch`). All
-//! output changes go to worker 0, whose committer writes each completed
-//! epoch with its offsets in one transaction (`runner/commit.rs`).
+//! limit starts at `max_records` and grows up to 16 times that once an
+//! epoch fills up (behind the log end), so a backlog is applied in few
+//! large commits, as far as the output the worker made stays small (see
+//! `next_limit`). An epoch's rows are combined (`runner/combine.rs`) and
+//! inserted as they are read; the worker's report of the offsets they
+//! cover follows at the same epoch, before the epoch can close (see
+//! `read_epoch`). All output changes go to worker 0, which gathers each
+//! complete epoch (`runner/epochs.rs`) for the committer's thread, which
+//! writes it with its offsets in one transaction (`runner/commit.rs`)
+//! while the workers read on.
 //!
 //! Partitions are dealt to workers round-robin by global worker index, so a
 //! run across processes (timely's cluster mode) reads each partition in one
@@ -33,8 +36,11 @@
 //! inputs at an epoch boundary; what was inserted is still committed with
 //! its offsets, and anything not committed is simply read again on restart.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -50,6 +56,7 @@ use super::cluster;
 use super::combine::Combiner;
 pub use super::commit::{CatchUp, LastRecord, SwapPolicy};
 use super::commit::{Committer, CommitterSetup, EpochReport, Sink, is_retired};
+use super::epochs::{Epoch, Gatherer};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
@@ -61,6 +68,10 @@ use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec
 /// How much larger than `max_records` an epoch may grow while far behind.
 const MAX_GROWTH: usize = 16;
 
+/// Most output changes one worker should make in an epoch that grew, in
+/// multiples of `max_records`: the committer holds an epoch's changes.
+const OUTPUT_BUDGET: usize = 2;
+
 /// Most records read from one partition between two steps of the dataflow.
 const READ_CHUNK: usize = 1 << 14;
 
@@ -70,7 +81,7 @@ pub struct EpochConfig {
     /// Longest wait for records before an epoch is closed.
     pub max_latency: Duration,
     /// Most records one worker puts in one epoch near the log end (up to
-    /// 16 times more while far behind).
+    /// 16 times more while far behind, when the output is small).
     pub max_records: usize,
 }
 
@@ -251,6 +262,8 @@ struct Feed<'a> {
     watermarks: WatermarkInput,
     reports: InputHandleVec<Time, EpochReport>,
     control: ControlInput,
+    /// Output changes made on this worker so far (for epoch sizes).
+    made: Rc<Cell<u64>>,
 }
 
 impl Feed<'_> {
@@ -531,8 +544,27 @@ impl Shared {
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
         let committer = self.set_up(worker)?;
+        let (commit, thread) = match committer {
+            Some(committer) => {
+                let outputs = self.run.plan.outputs.len();
+                let gatherer = Gatherer::new(outputs, committer.keeps_replay());
+                let shared = self.clone();
+                let (to, thread) = committer
+                    .spawn(move |committer, result| shared.committed(committer, result))
+                    .map_err(|e| RunError::Timely(format!("cannot start the committer: {e}")))?;
+                (Some((gatherer, to)), Some(thread))
+            }
+            None => (None, None),
+        };
         let probe = ProbeHandle::new();
-        let mut feed = self.build(worker, committer, &probe)?;
+        let built = self.build(worker, commit, &probe);
+        let mut feed = match built {
+            Ok(feed) => feed,
+            Err(e) => {
+                self.join_committer(thread);
+                return Err(e);
+            }
+        };
         if let Err(e) = self.feed(worker, &probe, &mut feed, bad) {
             feed.reports.send(EpochReport {
                 worker: worker.index(),
@@ -545,15 +577,26 @@ impl Shared {
             self.tell(Control::Stop);
         }
         self.close(worker, &probe, feed);
+        self.join_committer(thread);
         Ok(())
     }
 
-    /// Builds the job's dataflow with its inputs, the committer (fed on
-    /// worker 0) and the control messages' sink.
+    /// Waits for the committer to commit what it was given (its sender is
+    /// gone with the dataflow).
+    fn join_committer(&self, thread: Option<std::thread::JoinHandle<()>>) {
+        if let Some(Err(panic)) = thread.map(|t| t.join()) {
+            let message = super::network::panic_message(&*panic);
+            self.fail(RunError::WorkerPanic(format!("the committer: {message}")));
+        }
+    }
+
+    /// Builds the job's dataflow with its inputs, the commit operator
+    /// (gathering epochs for the committer, on worker 0) and the control
+    /// messages' sink.
     fn build<'a>(
         self: &'a Arc<Self>,
         worker: &mut timely::worker::Worker,
-        committer: Option<Committer>,
+        commit: Option<(Gatherer, SyncSender<Epoch>)>,
         probe: &ProbeHandle<Time>,
     ) -> Result<Feed<'a>, RunError> {
         if let Some(metrics) = &self.run.metrics {
@@ -564,6 +607,7 @@ impl Shared {
             Some(metrics) => metrics.held(),
             None => Default::default(),
         };
+        let made = Rc::new(Cell::new(0));
         let (sessions, watermarks, reports, control) = worker.dataflow::<Time, _, _>(|scope| {
             let (sessions, watermarks, outputs) =
                 self.run
@@ -578,8 +622,12 @@ impl Shared {
                     input.for_each(|_cap, data| data.drain(..).for_each(|c| shared.obey(c)));
                 });
             if let Some(changes) = tagged_outputs(outputs, Some(probe)) {
+                let counter = made.clone();
+                let changes = changes.inspect_batch(move |_, batch| {
+                    counter.set(counter.get() + batch.len() as u64);
+                });
                 let shared = self.clone();
-                let mut committer = committer;
+                let mut commit = commit;
                 let mut stashed = Vec::new();
                 changes
                     .inner
@@ -599,13 +647,17 @@ impl Shared {
                                     )
                                 });
                                 // Every worker sends its changes to worker 0.
-                                let Some(committer) = committer.as_mut() else {
+                                let Some((gatherer, to)) = commit.as_mut() else {
                                     stashed.clear();
                                     return;
                                 };
                                 let complete =
                                     |t: Time| !changed.less_equal(&t) && !reported.less_equal(&t);
-                                shared.commit(committer, &mut stashed, received, complete);
+                                shared.gather(gatherer, to, &mut stashed, received, complete);
+                                if changed.is_empty() && reported.is_empty() {
+                                    // Every epoch is in: the committer may finish.
+                                    commit = None;
+                                }
                             }
                         },
                     );
@@ -623,6 +675,7 @@ impl Shared {
             watermarks,
             reports,
             control,
+            made,
         })
     }
 
@@ -669,20 +722,21 @@ impl Shared {
         while worker.step_or_park(Some(Duration::from_millis(10))) {}
     }
 
-    /// The commit operator's work at each activation (worker 0): stashes
-    /// the changes that arrived, takes in the workers' reports, then
-    /// commits every epoch that is complete, unless some worker failed.
-    fn commit(
+    /// The commit operator's work at each activation (worker 0): takes in
+    /// the changes and the workers' reports that arrived, then hands every
+    /// complete epoch to the committer, unless some worker failed.
+    fn gather(
         &self,
-        committer: &mut Committer,
+        gatherer: &mut Gatherer,
+        to: &SyncSender<Epoch>,
         changes: &mut Vec<OutputChange>,
         reports: Vec<(Time, EpochReport)>,
         complete: impl Fn(Time) -> bool,
     ) {
-        committer.stash(changes);
+        gatherer.stash(changes);
         let threads = self.run.workers.threads;
         for (time, report) in reports {
-            if let Some((worker, message)) = committer.receive(time, report) {
+            if let Some((worker, message)) = gatherer.receive(time, report) {
                 // A worker of this process has failed with its own error.
                 self.fail(peer(worker / threads, &message));
             }
@@ -690,10 +744,26 @@ impl Shared {
         if self.failed.load(Ordering::SeqCst) {
             // A failed worker's closed inputs seem to complete every epoch;
             // none of them may be committed.
-            committer.halt();
+            gatherer.halt();
             return;
         }
-        let result = committer.commit_ready(complete);
+        while let Some(epoch) = gatherer.ready(&complete) {
+            if to.send(epoch).is_err() {
+                // The committer stopped: on an error it reported (failed or
+                // retired), else it panicked (its join says how).
+                if !self.failed.load(Ordering::SeqCst) && !self.retired.load(Ordering::SeqCst) {
+                    self.fail(RunError::WorkerPanic(
+                        "the committer stopped (it panicked)".into(),
+                    ));
+                }
+                gatherer.halt();
+                return;
+            }
+        }
+    }
+
+    /// What the committer (on its thread) makes of each epoch's commit.
+    fn committed(&self, committer: &Committer, result: Result<(), crate::table::TableError>) {
         if !committer.awaits_catch_up() && self.awaiting_catch_up.swap(false, Ordering::SeqCst) {
             self.tell(Control::CaughtUp);
         }
@@ -764,6 +834,7 @@ impl Shared {
         let mut reported = bad.count;
         let mut epoch: Time = 1;
         let mut limit = self.run.epochs.max_records;
+        let mut made = feed.made.get();
         while !self.run.stop.load(Ordering::Relaxed) {
             let (records, drained) =
                 self.read_epoch(worker, feed, bad, (epoch, reported), limit)?;
@@ -778,20 +849,34 @@ impl Shared {
             worker.step_or_park_while(Some(Duration::from_millis(1)), || {
                 probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed)
             });
-            // Behind the log end (the epoch filled up), the next epoch may be
-            // its largest, so that a backlog is applied in few large commits
-            // (a keyed output rewrites each changed key once per epoch); near
-            // the end epochs shrink back to `max_records` for latency.
-            limit = if drained {
-                self.run.epochs.max_records
-            } else {
-                self.run.epochs.max_records * MAX_GROWTH
-            };
+            let made_now = feed.made.get();
+            limit = self.next_limit(drained, records, made_now - made);
+            made = made_now;
             if drained && self.may_stop_caught_up() {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// The next epoch's limit, after one that read `records` row changes
+    /// and made `made` output changes on this worker (all of them: the
+    /// dataflow has caught up with it). Behind the log end (the epoch
+    /// filled up), an epoch grows up to [`MAX_GROWTH`] times `max_records`,
+    /// so that a backlog is applied in few large commits (a keyed output
+    /// rewrites each changed key once per epoch), as far as its output is
+    /// expected to stay within [`OUTPUT_BUDGET`] (an output as large as its
+    /// input, a projection, gains nothing from large epochs but the memory
+    /// the committer holds them in); near the end epochs shrink back to
+    /// `max_records` for latency.
+    fn next_limit(&self, drained: bool, records: u64, made: u64) -> usize {
+        let max = self.run.epochs.max_records;
+        if drained {
+            return max;
+        }
+        let budget = (max * OUTPUT_BUDGET) as u128;
+        let fits = (budget * records as u128 / (made as u128).max(1)).min(usize::MAX as u128);
+        (fits as usize).clamp(max, max * MAX_GROWTH)
     }
 
     /// Whether `until_caught_up` may stop the run once the log is drained:
@@ -1057,7 +1142,6 @@ impl Shared {
                 .collect(),
             positions,
             catch_up: self.run.catch_up.clone(),
-            outputs: self.run.plan.outputs.len(),
             quiet: self.run.quiet,
             metrics: self.run.metrics.clone(),
             sinks: self.open_sinks(lease.deployment)?,

@@ -1,0 +1,240 @@
+//! Worker 0's side of a stream run's commit: gathers each epoch's output
+//! changes and the workers' reports as they arrive (in any order, from any
+//! process) and releases every complete epoch, in order, for the committer
+//! (which runs on its own thread: see `runner/commit.rs`).
+//!
+//! Invariants:
+//! - an epoch is released only once `complete(epoch)` holds (the dataflow's
+//!   frontier has passed it on both the changes and the reports), so it
+//!   holds every change made at that time and every worker's report of it;
+//! - epochs are released in order, each once, including empty ones (the
+//!   committer checks the deployment's state between epochs);
+//! - after a failure report, or `halt`, nothing more is released: a failed
+//!   worker's closed inputs seem to complete every later epoch.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use differential_dataflow::consolidation::consolidate;
+
+use super::commit::{EpochReport, LastRecord};
+use super::outputs::OutputChange;
+use crate::job::Time;
+use crate::table::InputOffset;
+use crate::value::Row;
+
+/// An output change tagged with its output's index: `((output, row), diff)`.
+pub type TaggedChange = ((usize, Row), isize);
+
+/// The workers' reports of one epoch, merged.
+#[derive(Debug, Default)]
+pub struct EpochLog {
+    /// Where each partition stands at the epoch's end.
+    pub offsets: Vec<InputOffset>,
+    /// The last record read on each partition that was read.
+    pub last_records: Vec<LastRecord>,
+    /// Records read in the epoch.
+    pub records: u64,
+    /// `(input, partition, late events dropped in total)`.
+    pub late: Vec<(String, u32, u64)>,
+    /// Bad rows skipped in the epoch.
+    pub bad_rows: u64,
+    /// When the first report arrived (about when the first worker closed it).
+    pub closed: Option<Instant>,
+}
+
+/// One complete epoch, ready to commit.
+#[derive(Debug)]
+pub struct Epoch {
+    /// Its time.
+    pub time: Time,
+    /// The workers' reports.
+    pub log: EpochLog,
+    /// Per output (plan order), its changes, consolidated: each distinct
+    /// row once, with a non-zero diff, in `Row`'s order.
+    pub outputs: Vec<Vec<(Row, isize)>>,
+}
+
+impl Epoch {
+    /// Whether the epoch changes no output.
+    pub fn is_unchanged(&self) -> bool {
+        self.outputs.iter().all(Vec::is_empty)
+    }
+}
+
+/// The epochs not released yet.
+#[derive(Debug)]
+pub struct Gatherer {
+    /// The next epoch to release.
+    next: Time,
+    /// The plan's output count.
+    outputs: usize,
+    /// Changes received, by epoch.
+    stash: BTreeMap<Time, Vec<TaggedChange>>,
+    /// Reports received, by epoch, merged.
+    logs: BTreeMap<Time, EpochLog>,
+    /// Epoch 0's changes are kept (see [`Gatherer::new`]).
+    keep_replay: bool,
+    /// Nothing more is released.
+    halted: bool,
+}
+
+impl Gatherer {
+    /// A gatherer from epoch 0. Epoch 0 is the replay of what the tables
+    /// already hold, so its changes are dropped as they arrive, unless
+    /// `keep_replay` (a deployment that never committed: its output over
+    /// no input is its first commit).
+    pub fn new(outputs: usize, keep_replay: bool) -> Gatherer {
+        Gatherer {
+            next: 0,
+            outputs,
+            stash: BTreeMap::new(),
+            logs: BTreeMap::new(),
+            keep_replay,
+            halted: false,
+        }
+    }
+
+    /// Takes in output changes.
+    pub fn stash(&mut self, changes: &mut Vec<OutputChange>) {
+        if self.halted {
+            changes.clear();
+            return;
+        }
+        let keep_replay = self.keep_replay;
+        for ((output, row), time, diff) in changes.drain(..) {
+            if time > 0 || keep_replay {
+                self.stash
+                    .entry(time)
+                    .or_default()
+                    .push(((output, row), diff));
+            }
+        }
+    }
+
+    /// Takes in a worker's report of epoch `time`. A failure halts the
+    /// gatherer: it is returned, with the worker, for the run to report.
+    pub fn receive(&mut self, time: Time, report: EpochReport) -> Option<(usize, String)> {
+        let log = self.logs.entry(time).or_default();
+        log.offsets.extend(report.offsets);
+        log.last_records.extend(report.last_records);
+        log.records += report.records;
+        log.late.extend(report.late);
+        log.bad_rows += report.bad_rows;
+        log.closed.get_or_insert_with(Instant::now);
+        let failure = report.failure?;
+        self.halt();
+        Some((report.worker, failure))
+    }
+
+    /// Releases nothing more, and lets go of what it holds.
+    pub fn halt(&mut self) {
+        self.halted = true;
+        self.stash.clear();
+        self.logs.clear();
+    }
+
+    /// The next epoch, if it is complete (`complete(t)` tells whether the
+    /// frontier has passed epoch `t`) and something was received for it or
+    /// after it. Its changes are consolidated here, on the worker, so that
+    /// the committer's thread only writes.
+    pub fn ready(&mut self, complete: impl Fn(Time) -> bool) -> Option<Epoch> {
+        let last = self.logs.keys().next_back().copied().unwrap_or(0);
+        let last = last.max(self.stash.keys().next_back().copied().unwrap_or(0));
+        if self.halted || self.next > last || !complete(self.next) {
+            return None;
+        }
+        let time = self.next;
+        self.next += 1;
+        let mut changes = self.stash.remove(&time).unwrap_or_default();
+        consolidate(&mut changes);
+        let mut outputs: Vec<Vec<(Row, isize)>> = vec![Vec::new(); self.outputs];
+        for ((i, row), diff) in changes {
+            outputs[i].push((row, diff));
+        }
+        Some(Epoch {
+            time,
+            log: self.logs.remove(&time).unwrap_or_default(),
+            outputs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    fn change(time: Time, v: i64) -> OutputChange {
+        ((0, vec![Value::Int(v)]), time, 1)
+    }
+
+    #[test]
+    fn consolidates_each_output() {
+        let mut g = Gatherer::new(2, false);
+        let row = |v: i64| vec![Value::Int(v)];
+        g.stash(&mut vec![
+            ((1, row(2)), 1, 1),
+            ((0, row(3)), 1, 1),
+            ((1, row(1)), 1, 2),
+            ((1, row(2)), 1, -1),
+            ((0, row(3)), 1, 1),
+        ]);
+        g.receive(1, report(0, 5));
+        g.ready(|_| true).expect("epoch 0");
+        let e1 = g.ready(|_| true).expect("epoch 1");
+        assert_eq!(e1.outputs, vec![vec![(row(3), 2)], vec![(row(1), 2)]]);
+    }
+
+    fn report(worker: usize, records: u64) -> EpochReport {
+        EpochReport {
+            worker,
+            records,
+            ..EpochReport::default()
+        }
+    }
+
+    #[test]
+    fn releases_complete_epochs_in_order_with_their_changes_and_reports() {
+        let mut g = Gatherer::new(1, false);
+        g.stash(&mut vec![change(2, 20), change(1, 10), change(0, 0)]);
+        g.receive(1, report(0, 3));
+        g.receive(2, report(1, 4));
+        // Nothing before the frontier passes epoch 0.
+        assert!(g.ready(|_| false).is_none());
+        let e0 = g.ready(|t| t < 2).expect("epoch 0");
+        assert!(e0.is_unchanged(), "the replay's changes are dropped");
+        let e1 = g.ready(|t| t < 2).expect("epoch 1");
+        assert_eq!((e1.time, e1.log.records), (1, 3));
+        assert_eq!(e1.outputs, vec![vec![(vec![Value::Int(10)], 1)]]);
+        assert!(g.ready(|t| t < 2).is_none(), "epoch 2 is not complete");
+        let e2 = g.ready(|_| true).expect("epoch 2");
+        assert_eq!((e2.time, e2.log.records), (2, 4));
+        assert!(
+            g.ready(|_| true).is_none(),
+            "nothing received beyond epoch 2"
+        );
+    }
+
+    #[test]
+    fn a_first_deployment_keeps_the_replay() {
+        let mut g = Gatherer::new(1, true);
+        g.stash(&mut vec![change(0, 0)]);
+        assert!(!g.ready(|_| true).expect("epoch 0").is_unchanged());
+    }
+
+    #[test]
+    fn a_failure_report_releases_nothing_more() {
+        let mut g = Gatherer::new(1, false);
+        g.stash(&mut vec![change(1, 10)]);
+        g.receive(0, report(0, 1));
+        let failed = EpochReport {
+            failure: Some("disk on fire".into()),
+            ..report(1, 0)
+        };
+        assert_eq!(g.receive(1, failed), Some((1, "disk on fire".into())));
+        assert!(g.ready(|_| true).is_none());
+        g.stash(&mut vec![change(2, 20)]);
+        assert!(g.ready(|_| true).is_none());
+    }
+}
