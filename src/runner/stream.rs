@@ -70,7 +70,7 @@ const MAX_GROWTH: usize = 16;
 
 /// Most output changes one worker should make in an epoch that grew, in
 /// multiples of `max_records`: the committer holds an epoch's changes.
-const OUTPUT_BUDGET: usize = 2;
+const OUTPUT_BUDGET: usize = 4;
 
 /// Most records read from one partition between two steps of the dataflow.
 const READ_CHUNK: usize = 1 << 14;
@@ -83,6 +83,28 @@ pub struct EpochConfig {
     /// Most records one worker puts in one epoch near the log end (up to
     /// 16 times more while far behind, when the output is small).
     pub max_records: usize,
+}
+
+impl EpochConfig {
+    /// A worker's next epoch limit, after one that read `records` row
+    /// changes and made `made` output changes on it (all of them: the
+    /// dataflow has caught up with it). Behind the log end (the epoch
+    /// filled up), an epoch grows up to [`MAX_GROWTH`] times `max_records`,
+    /// so that a backlog is applied in few large commits (a keyed output
+    /// rewrites each changed key once per epoch), as far as its output is
+    /// expected to stay within [`OUTPUT_BUDGET`] times `max_records` (an
+    /// output as large as its input, a projection, gains nothing from large
+    /// epochs but the memory the committer holds them in); near the end
+    /// epochs shrink back to `max_records` for latency.
+    fn next_limit(&self, drained: bool, records: u64, made: u64) -> usize {
+        let max = self.max_records;
+        if drained {
+            return max;
+        }
+        let budget = (max * OUTPUT_BUDGET) as u128;
+        let fits = (budget * records as u128 / (made as u128).max(1)).min(usize::MAX as u128);
+        (fits as usize).clamp(max, max * MAX_GROWTH)
+    }
 }
 
 impl Default for EpochConfig {
@@ -850,33 +872,16 @@ impl Shared {
                 probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed)
             });
             let made_now = feed.made.get();
-            limit = self.next_limit(drained, records, made_now - made);
+            limit = self
+                .run
+                .epochs
+                .next_limit(drained, records, made_now - made);
             made = made_now;
             if drained && self.may_stop_caught_up() {
                 break;
             }
         }
         Ok(())
-    }
-
-    /// The next epoch's limit, after one that read `records` row changes
-    /// and made `made` output changes on this worker (all of them: the
-    /// dataflow has caught up with it). Behind the log end (the epoch
-    /// filled up), an epoch grows up to [`MAX_GROWTH`] times `max_records`,
-    /// so that a backlog is applied in few large commits (a keyed output
-    /// rewrites each changed key once per epoch), as far as its output is
-    /// expected to stay within [`OUTPUT_BUDGET`] (an output as large as its
-    /// input, a projection, gains nothing from large epochs but the memory
-    /// the committer holds them in); near the end epochs shrink back to
-    /// `max_records` for latency.
-    fn next_limit(&self, drained: bool, records: u64, made: u64) -> usize {
-        let max = self.run.epochs.max_records;
-        if drained {
-            return max;
-        }
-        let budget = (max * OUTPUT_BUDGET) as u128;
-        let fits = (budget * records as u128 / (made as u128).max(1)).min(usize::MAX as u128);
-        (fits as usize).clamp(max, max * MAX_GROWTH)
     }
 
     /// Whether `until_caught_up` may stop the run once the log is drained:
@@ -1232,5 +1237,26 @@ fn peer(process: usize, message: &str) -> RunError {
     RunError::Peer {
         process,
         message: message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_grow_behind_the_log_end_while_their_output_is_small() {
+        let epochs = EpochConfig {
+            max_latency: Duration::from_millis(100),
+            max_records: 1000,
+        };
+        // Near the end: back to the limit, whatever the output.
+        assert_eq!(epochs.next_limit(true, 1000, 0), 1000);
+        // A group-by over few keys: as large as may be.
+        assert_eq!(epochs.next_limit(false, 1000, 50), 16_000);
+        // A projection (one output change per record): the budget's size.
+        assert_eq!(epochs.next_limit(false, 1000, 1000), 4000);
+        // A join that multiplies its input: never below the limit.
+        assert_eq!(epochs.next_limit(false, 1000, 100_000), 1000);
     }
 }
