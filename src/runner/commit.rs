@@ -104,7 +104,7 @@ pub enum SwapPolicy {
 /// A changelog sink, open, and which output it carries.
 pub type Sink = (SinkSpec, Box<dyn ChangelogSink>);
 
-/// Worker 0's committer state.
+/// The committer's state (it runs on a thread of its own: [`Committer::spawn`]).
 pub struct Committer {
     /// Set once a building version has caught up (it may still await a manual swap).
     caught_up: bool,
