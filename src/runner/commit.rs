@@ -410,12 +410,12 @@ impl Committer {
     }
 
     fn commit(&mut self, epoch: Epoch) -> Result<(), TableError> {
-        let Epoch { time, log, outputs } = epoch;
         // An idle epoch (nothing read, nothing changed) needs no transaction.
-        if outputs.iter().all(Vec::is_empty) && log.records == 0 {
+        if epoch.is_unchanged() && epoch.log.records == 0 {
             self.idle();
             return Ok(());
         }
+        let Epoch { time, log, outputs } = epoch;
         // Partitions whose records this epoch makes visible.
         let mut advanced = Vec::new();
         for o in &log.offsets {
