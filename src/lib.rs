@@ -4,7 +4,8 @@
 //!
 //! The layers, bottom up:
 //! - [`value`], [`schema`]: typed values and rows; column types, input and
-//!   output schemas.
+//!   output schemas. [`row_map`]: the hash map keyed by rows that the
+//!   per-row probes (input combiner, pre-aggregation) use.
 //! - [`time`]: event timestamps (epoch integers, RFC 3339 text), their
 //!   units, and durations such as `10m`.
 //! - [`job`]: the job contract — a spec, a planner, a dataflow builder —
@@ -56,6 +57,7 @@ pub mod metrics;
 pub mod ops;
 pub mod prelude;
 pub mod registry;
+pub mod row_map;
 pub mod runner;
 pub mod schema;
 pub mod sink;

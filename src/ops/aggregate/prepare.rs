@@ -14,10 +14,9 @@
 //! multiset of slot rows, but not its minimum or maximum; it would be wrong
 //! if a row could later be retracted, hence the restriction (checked).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use differential_dataflow::{AsCollection, VecCollection};
-use foldhash::fast::FixedState;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::Capability;
@@ -26,9 +25,11 @@ use timely::dataflow::operators::generic::operator::Operator;
 use super::tally::Tally;
 use super::{AggKind, Aggregates};
 use crate::job::{Rows, Time, Updates};
+use crate::row_map::{AHEAD, RowMap, hash_values};
 use crate::value::{Key, Row};
 
-/// Entries held per time before they are sent on early.
+/// Entries held per time before they are sent on early (checked after each
+/// run of rows at one time, so a few more may be held).
 const MAX_HELD: usize = 1 << 18;
 
 /// A grouping's entries: `((key, slot row), time, tally)`.
@@ -43,11 +44,19 @@ struct Layout {
     sums: Vec<usize>,
     slots: Vec<(AggKind, usize)>,
     fold: bool,
+    /// The columns a row's entry is found by: the key, then (unless
+    /// folding) the slots.
+    probe: Vec<usize>,
 }
 
 impl Layout {
     fn slot_row(&self, row: &Row) -> Key {
         self.slots.iter().map(|&(_, c)| row[c].clone()).collect()
+    }
+
+    /// The values a row's entry is found by.
+    fn probe<'r>(&self, row: &'r Row) -> impl Iterator<Item = &'r crate::value::Value> + Clone {
+        self.probe.iter().map(move |&c| &row[c])
     }
 
     /// Keeps in `held` the extreme of each slot over it and `row`.
@@ -68,17 +77,17 @@ impl Layout {
 
 /// What one worker holds for one time.
 enum Held {
-    /// Keyed by `(key, slot row)`.
-    Entries(HashMap<(Key, Key), Tally, FixedState>),
+    /// Keyed by the key and slot row, one after the other.
+    Entries(RowMap<Tally>),
     /// Keyed by key: the extremes so far and the tally of all its rows.
-    Folded(HashMap<Key, (Key, Tally), FixedState>),
+    Folded(RowMap<(Key, Tally)>),
 }
 
 impl Held {
     fn new(fold: bool) -> Held {
         match fold {
-            true => Held::Folded(HashMap::default()),
-            false => Held::Entries(HashMap::default()),
+            true => Held::Folded(RowMap::default()),
+            false => Held::Entries(RowMap::default()),
         }
     }
 
@@ -89,40 +98,88 @@ impl Held {
         }
     }
 
-    fn add(&mut self, layout: &Layout, row: Row, diff: isize) {
-        let key: Key = layout.key.iter().map(|&c| row[c].clone()).collect();
+    /// Prefetches the entry row `i + AHEAD` will probe, and the index
+    /// slot of row `i + 2 * AHEAD`.
+    fn prefetch(&self, hashes: &[u64], i: usize) {
+        let (slot, entry) = (hashes.get(i + 2 * AHEAD), hashes.get(i + AHEAD));
         match self {
-            Held::Entries(map) => {
-                let tally = map.entry((key, layout.slot_row(&row))).or_default();
-                tally.add_row(&row, diff as i64, &layout.sums);
-            }
+            Held::Entries(m) => prefetch_ahead(m, slot, entry),
+            Held::Folded(m) => prefetch_ahead(m, slot, entry),
+        }
+    }
+
+    /// Adds rows of one time, each one's entry prefetched [`AHEAD`] rows
+    /// before it is added (its index slot twice as many); `hashes` is
+    /// scratch space.
+    fn add_all(&mut self, layout: &Layout, rows: &[(Row, Time, isize)], hashes: &mut Vec<u64>) {
+        hashes.clear();
+        hashes.extend(
+            rows.iter()
+                .map(|(row, _, _)| hash_values(layout.probe(row))),
+        );
+        for (i, ((row, _, diff), &hash)) in rows.iter().zip(hashes.iter()).enumerate() {
+            self.prefetch(hashes, i);
+            self.add(layout, row, *diff, hash);
+        }
+    }
+
+    fn add(&mut self, layout: &Layout, row: &Row, diff: isize, hash: u64) {
+        match self {
+            Held::Entries(map) => match map.get_mut(hash, layout.probe(row)) {
+                Some(tally) => tally.add_row(row, diff as i64, &layout.sums),
+                None => {
+                    let mut tally = Tally::default();
+                    tally.add_row(row, diff as i64, &layout.sums);
+                    map.insert_new(hash, layout.probe(row).cloned().collect(), tally);
+                }
+            },
             Held::Folded(map) => {
                 assert!(diff > 0, "a retraction in an insert-only grouping");
-                match map.get_mut(&key) {
+                match map.get_mut(hash, layout.probe(row)) {
                     Some((slots, tally)) => {
-                        layout.fold_into(slots, &row);
-                        tally.add_row(&row, diff as i64, &layout.sums);
+                        layout.fold_into(slots, row);
+                        tally.add_row(row, diff as i64, &layout.sums);
                     }
                     None => {
                         let mut tally = Tally::default();
-                        tally.add_row(&row, diff as i64, &layout.sums);
-                        map.insert(key, (layout.slot_row(&row), tally));
+                        tally.add_row(row, diff as i64, &layout.sums);
+                        let key = layout.probe(row).cloned().collect();
+                        map.insert_new(hash, key, (layout.slot_row(row), tally));
                     }
                 }
             }
         }
     }
 
-    fn drain_into(self, time: Time, out: &mut impl FnMut(Entry)) {
-        let entries: Box<dyn Iterator<Item = ((Key, Key), Tally)>> = match self {
-            Held::Entries(map) => Box::new(map.into_iter()),
-            Held::Folded(map) => Box::new(map.into_iter().map(|(k, (s, t))| ((k, s), t))),
+    fn drain_into(self, layout: &Layout, time: Time, out: &mut impl FnMut(Entry)) {
+        let entries: Box<dyn Iterator<Item = ((Row, Row), Tally)>> = match self {
+            Held::Entries(map) => {
+                let split = layout.key.len();
+                Box::new(map.into_entries().map(move |(probe, t)| {
+                    let mut key = probe.into_vec();
+                    let slots = key.split_off(split);
+                    ((key, slots), t)
+                }))
+            }
+            Held::Folded(map) => Box::new(
+                map.into_entries()
+                    .map(|(k, (s, t))| ((k.into_vec(), s.into_vec()), t)),
+            ),
         };
-        for ((key, slots), tally) in entries {
+        for (entry, tally) in entries {
             if !differential_dataflow::difference::IsZero::is_zero(&tally) {
-                out(((key.into_vec(), slots.into_vec()), time, tally));
+                out((entry, time, tally));
             }
         }
+    }
+}
+
+fn prefetch_ahead<V>(map: &RowMap<V>, slot: Option<&u64>, entry: Option<&u64>) {
+    if let Some(&hash) = slot {
+        map.prefetch_slot(hash);
+    }
+    if let Some(&hash) = entry {
+        map.prefetch(hash);
     }
 }
 
@@ -135,11 +192,18 @@ pub fn prepare<'s>(
     aggs: &Aggregates,
     updates: Updates,
 ) -> Entries<'s> {
+    let slots: Vec<(AggKind, usize)> = aggs.slots.iter().map(|&(k, c)| (k, values[c])).collect();
+    let fold = updates == Updates::InsertOnly && aggs.foldable() && !slots.is_empty();
+    let mut probe = key.to_vec();
+    if !fold {
+        probe.extend(slots.iter().map(|&(_, c)| c));
+    }
     let layout = Layout {
         key: key.to_vec(),
         sums: aggs.sums.iter().map(|&c| values[c]).collect(),
-        slots: aggs.slots.iter().map(|&(k, c)| (k, values[c])).collect(),
-        fold: updates == Updates::InsertOnly && aggs.foldable() && !aggs.slots.is_empty(),
+        slots,
+        fold,
+        probe,
     };
     rows.inner
         .unary_frontier::<CapacityContainerBuilder<Vec<Entry>>, _, _, _>(
@@ -147,19 +211,22 @@ pub fn prepare<'s>(
             "GroupPrepare",
             move |_capability, _info| {
                 let mut held: BTreeMap<Time, (Capability<Time>, Held)> = BTreeMap::new();
+                let mut hashes = Vec::new();
                 move |(input, frontier), output| {
                     input.for_each(|cap, data| {
-                        for (row, t, diff) in data.drain(..) {
+                        for run in data.chunk_by(|(_, a, _), (_, b, _)| a == b) {
+                            let t = run[0].1;
                             let (_, h) = held
                                 .entry(t)
                                 .or_insert_with(|| (cap.delayed(&t, 0), Held::new(layout.fold)));
-                            h.add(&layout, row, diff);
+                            h.add_all(&layout, run, &mut hashes);
                             if h.len() >= MAX_HELD {
                                 let (cap, h) = held.remove(&t).expect("just inserted");
                                 let mut session = output.session(&cap);
-                                h.drain_into(t, &mut |e| session.give(e));
+                                h.drain_into(&layout, t, &mut |e| session.give(e));
                             }
                         }
+                        data.clear();
                     });
                     while let Some(entry) = held.first_entry() {
                         if frontier.less_equal(entry.key()) {
@@ -167,7 +234,7 @@ pub fn prepare<'s>(
                         }
                         let (t, (cap, h)) = entry.remove_entry();
                         let mut session = output.session(&cap);
-                        h.drain_into(t, &mut |e| session.give(e));
+                        h.drain_into(&layout, t, &mut |e| session.give(e));
                     }
                 }
             },
