@@ -272,17 +272,34 @@ impl fmt::Display for Value {
     }
 }
 
-/// Parses `-?(0|[1-9][0-9]*)` that fits an `i64`, except `-0`.
+/// Parses `-?(0|[1-9][0-9]*)` that fits an `i64`, except `-0`. One pass
+/// over the bytes: every numeric field of every input row comes through
+/// here.
 pub fn parse_canonical_int(text: &str) -> Option<i64> {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let b = digits.as_bytes();
-    if b.is_empty() || b.len() > 19 || !b.iter().all(u8::is_ascii_digit) {
-        return None;
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    match digits {
+        [] | [b'0', _, ..] => return None,
+        [b'0'] if negative => return None,
+        _ if digits.len() > 19 => return None,
+        _ => {}
     }
-    if b[0] == b'0' && (b.len() > 1 || text.starts_with('-')) {
-        return None;
+    // At most 19 digits: below 10^19, which fits a u64.
+    let mut n: u64 = 0;
+    for &c in digits {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n * 10 + u64::from(d);
     }
-    text.parse().ok()
+    match negative {
+        false => i64::try_from(n).ok(),
+        true if n <= 1 << 63 => Some((n as i64).wrapping_neg()),
+        true => None,
+    }
 }
 
 /// Parses a finite decimal float with a `.` or an exponent (`1.5`, `-2e3`,
@@ -324,6 +341,34 @@ mod tests {
         assert_eq!(Value::infer("1e999"), Value::str("1e999"));
         assert_eq!(Value::infer("e"), Value::str("e"));
         assert_eq!(Value::infer("abc"), Value::str("abc"));
+    }
+
+    proptest! {
+        /// The one-pass parser against its definition: the canonical text
+        /// of an `i64` (not `-0`), parsed by the standard library.
+        #[test]
+        fn canonical_int_is_its_definition(text in "-?[0-9]{0,21}|[-+0-9a ]{0,4}", n: i64) {
+            let canonical = |t: &str| {
+                let digits = t.strip_prefix('-').unwrap_or(t);
+                let ok = !digits.is_empty()
+                    && digits.bytes().all(|c| c.is_ascii_digit())
+                    && (digits == "0" || !digits.starts_with('0'))
+                    && t != "-0";
+                if ok { t.parse::<i64>().ok() } else { None }
+            };
+            prop_assert_eq!(parse_canonical_int(&text), canonical(&text));
+            prop_assert_eq!(parse_canonical_int(&n.to_string()), Some(n));
+        }
+    }
+
+    #[test]
+    fn canonical_int_limits() {
+        assert_eq!(parse_canonical_int("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_canonical_int("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_canonical_int("9223372036854775808"), None);
+        assert_eq!(parse_canonical_int("-9223372036854775809"), None);
+        assert_eq!(parse_canonical_int("9999999999999999999"), None);
+        assert_eq!(parse_canonical_int("-"), None);
     }
 
     #[test]
