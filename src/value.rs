@@ -172,7 +172,7 @@ impl Value {
     /// round-trip exactly), a float if it is a decimal with a `.` or an
     /// exponent, otherwise a string. The caller handles null markers.
     pub fn infer(text: &str) -> Value {
-        if let Some(i) = parse_canonical_int(text) {
+        if let Some(i) = parse_canonical_int(text.as_bytes()) {
             return Value::Int(i);
         }
         if let Some(f) = parse_decimal_float(text) {
@@ -273,10 +273,11 @@ impl fmt::Display for Value {
 }
 
 /// Parses `-?(0|[1-9][0-9]*)` that fits an `i64`, except `-0`. One pass
-/// over the bytes: every numeric field of every input row comes through
-/// here.
-pub fn parse_canonical_int(text: &str) -> Option<i64> {
-    let (negative, digits) = match text.as_bytes() {
+/// over the bytes (which need not be UTF-8: anything but ASCII digits and
+/// a leading `-` is not an integer): every numeric field of every input row
+/// comes through here.
+pub fn parse_canonical_int(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text {
         [b'-', rest @ ..] => (true, rest),
         all => (false, all),
     };
@@ -356,19 +357,20 @@ mod tests {
                     && t != "-0";
                 if ok { t.parse::<i64>().ok() } else { None }
             };
-            prop_assert_eq!(parse_canonical_int(&text), canonical(&text));
-            prop_assert_eq!(parse_canonical_int(&n.to_string()), Some(n));
+            prop_assert_eq!(parse_canonical_int(text.as_bytes()), canonical(&text));
+            prop_assert_eq!(parse_canonical_int(n.to_string().as_bytes()), Some(n));
         }
     }
 
     #[test]
     fn canonical_int_limits() {
-        assert_eq!(parse_canonical_int("9223372036854775807"), Some(i64::MAX));
-        assert_eq!(parse_canonical_int("-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_canonical_int("9223372036854775808"), None);
-        assert_eq!(parse_canonical_int("-9223372036854775809"), None);
-        assert_eq!(parse_canonical_int("9999999999999999999"), None);
-        assert_eq!(parse_canonical_int("-"), None);
+        assert_eq!(parse_canonical_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_canonical_int(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_canonical_int(b"9223372036854775808"), None);
+        assert_eq!(parse_canonical_int(b"-9223372036854775809"), None);
+        assert_eq!(parse_canonical_int(b"9999999999999999999"), None);
+        assert_eq!(parse_canonical_int(b"-"), None);
+        assert_eq!(parse_canonical_int(b"1\xff"), None);
     }
 
     #[test]

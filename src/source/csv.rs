@@ -103,8 +103,7 @@ fn typed_row(
             row.push(Value::Null);
             continue;
         }
-        let text = std::str::from_utf8(field).map_err(|_| (col, "invalid UTF-8".to_string()))?;
-        row.push(ty.parse(text).map_err(|e| (col, e))?);
+        row.push(ty.parse_bytes(field).map_err(|e| (col, e))?);
     }
     r.projection.check(row)
 }
