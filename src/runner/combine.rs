@@ -14,8 +14,9 @@
 //!
 //! Each row waits `2 * AHEAD` rows in a small ring between its hash and its
 //! probe: its index slot is prefetched when it comes in, its entry
-//! ([`RowMap::prefetch`]) halfway, while the rows before it are counted. A row's count reaches the dataflow at the
-//! next [`Combiner::flush`] either way, which the runners call before they
+//! ([`RowMap::prefetch`]) halfway, while the rows before it are counted. A
+//! row's count reaches the dataflow at the next [`Combiner::flush`] either
+//! way (as a held row's always did), which the runners call before they
 //! advance an input's time; only the order within a time changes.
 
 use differential_dataflow::input::InputSession;

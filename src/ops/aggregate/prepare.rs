@@ -26,7 +26,7 @@ use super::tally::Tally;
 use super::{AggKind, Aggregates};
 use crate::job::{Rows, Time, Updates};
 use crate::row_map::{AHEAD, RowMap, hash_values};
-use crate::value::{Key, Row};
+use crate::value::{Key, Row, Value};
 
 /// Entries held per time before they are sent on early (checked after each
 /// run of rows at one time, so a few more may be held).
@@ -55,7 +55,7 @@ impl Layout {
     }
 
     /// The values a row's entry is found by.
-    fn probe<'r>(&self, row: &'r Row) -> impl Iterator<Item = &'r crate::value::Value> + Clone {
+    fn probe<'r>(&self, row: &'r Row) -> impl Iterator<Item = &'r Value> + Clone {
         self.probe.iter().map(move |&c| &row[c])
     }
 
