@@ -329,9 +329,8 @@ mod tests {
     use super::*;
 
     proptest! {
-        /// Typing a field's bytes is typing its text, for every type, and
-        /// bytes that are not UTF-8 are an error (unless they are no
-        /// integer's either).
+        /// Typing a field's bytes is typing its text, for every type; bytes
+        /// that are not UTF-8 (never an integer) are the UTF-8 error.
         #[test]
         fn parse_bytes_is_parse_of_the_text(
             bytes in prop::collection::vec(
