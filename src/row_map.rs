@@ -8,7 +8,7 @@
 //! `group-by` over 10M rows. This map is built to be probed *ahead*:
 //! [`RowMap::prefetch`] starts loading the entry a hash most likely names
 //! and returns at once, so a caller that knows its next rows asks for each
-//! a few rows before it probes it ([`AHEAD`]), and several misses are in
+//! a few rows before it probes it ([`PROBE_AHEAD`]), and several misses are in
 //! flight at a time instead of one.
 //!
 //! Layout: the entries (hash, key, value) sit in one vector in the order
@@ -16,8 +16,8 @@
 //! at most half full, each slot holding an entry's number and 32 bits of
 //! its hash). A slot's place follows from the hash alone, so it too can be
 //! prefetched ([`RowMap::prefetch_slot`]) before the entry is: a caller
-//! asks for the slot [`AHEAD`] rows before it asks for the entry, and for
-//! the entry [`AHEAD`] rows before the probe. (hashbrown's table keeps its
+//! asks for the slot [`PROBE_AHEAD`] rows before it asks for the entry, and for
+//! the entry [`PROBE_AHEAD`] rows before the probe. (hashbrown's table keeps its
 //! slots where only it can find them: with it, the entry prefetch waited
 //! on a miss in the index, and a `count-by` gained nothing.)
 //!
@@ -35,7 +35,7 @@ use crate::value::{Key, Value, prefetch};
 /// index slot twice as many): enough misses in flight to hide most of the
 /// latency, few enough that what was fetched is still in the cache when it
 /// is probed.
-pub const AHEAD: usize = 8;
+pub const PROBE_AHEAD: usize = 8;
 
 /// The hash of a key given as its values; every key of a [`RowMap`] is
 /// hashed by this (equal values, equal hashes).
@@ -48,19 +48,15 @@ pub fn hash_values<'v>(values: impl IntoIterator<Item = &'v Value>) -> u64 {
 }
 
 /// The index: slots of `tag << 32 | entry + 1` (0 is empty), where the
-/// tag is the hash's high half and the home slot its low bits.
+/// tag is the hash's high half and the home slot its low bits. Entries are
+/// numbered in the order they are indexed.
 struct Index {
     slots: Vec<u64>,
-    /// Entries indexed.
-    len: usize,
 }
 
 impl Index {
     fn new() -> Index {
-        Index {
-            slots: vec![0; 16],
-            len: 0,
-        }
+        Index { slots: vec![0; 16] }
     }
 
     fn mask(&self) -> usize {
@@ -91,16 +87,13 @@ impl Index {
         }
     }
 
-    /// Indexes entry number `entry`, with hash `hash`; `hashes` gives every
-    /// indexed entry's hash by number, for when the index grows.
+    /// Indexes entry number `entry` (the next one: entries `0..entry` are
+    /// indexed), with hash `hash`; `hashes` gives an indexed entry's hash by
+    /// number, for when the index grows.
     fn insert(&mut self, hash: u64, entry: usize, hashes: impl Fn(usize) -> u64) {
-        if 2 * (self.len + 1) > self.slots.len() {
-            let len = self.len;
-            *self = Index {
-                slots: vec![0; 2 * self.slots.len()],
-                len: 0,
-            };
-            for e in 0..len {
+        if 2 * (entry + 1) > self.slots.len() {
+            self.slots = vec![0; 2 * self.slots.len()];
+            for e in 0..entry {
                 self.put(hashes(e), e);
             }
         }
@@ -115,12 +108,10 @@ impl Index {
             at = (at + 1) & self.mask();
         }
         self.slots[at] = slot;
-        self.len += 1;
     }
 
     fn clear(&mut self) {
         self.slots.fill(0);
-        self.len = 0;
     }
 }
 
@@ -163,6 +154,18 @@ impl<V> RowMap<V> {
     /// found. A hint only.
     pub fn prefetch_slot(&self, hash: u64) {
         prefetch(&self.index.slots[self.index.home(hash)]);
+    }
+
+    /// The prefetches due before probing row `i` of rows hashed to
+    /// `hashes`: the entry of row `i + PROBE_AHEAD` and the index slot of
+    /// row `i + 2 * PROBE_AHEAD`. A hint only.
+    pub fn prefetch_for(&self, hashes: &[u64], i: usize) {
+        if let Some(&hash) = hashes.get(i + 2 * PROBE_AHEAD) {
+            self.prefetch_slot(hash);
+        }
+        if let Some(&hash) = hashes.get(i + PROBE_AHEAD) {
+            self.prefetch(hash);
+        }
     }
 
     /// Starts loading the entry of the key with this hash, if there is

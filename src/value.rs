@@ -36,11 +36,9 @@ use serde::{Deserialize, Serialize};
 pub type Row = Vec<Value>;
 
 /// A short row held inline (up to [`KEY_INLINE`] values without a heap
-/// allocation): the keys of hash tables probed once per input row (the
-/// combiner, grouping's pre-aggregation), where following a pointer to a
-/// heap row costs a cache miss per probe. It hashes and compares as the
-/// same values in a [`Row`] do, so a table keyed by `Key` is probed with a
-/// `&[Value]`.
+/// allocation): the keys of the tables probed once per input row
+/// ([`crate::row_map`]: the combiner, grouping's pre-aggregation), where
+/// following a pointer to a heap row costs a cache miss per probe.
 pub type Key = smallvec::SmallVec<[Value; KEY_INLINE]>;
 
 /// Values a [`Key`] holds inline.

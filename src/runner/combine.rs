@@ -12,7 +12,7 @@
 //! fills up without rows having repeated enough, it flushes and switches
 //! itself off for the rest of the input.
 //!
-//! Each row waits `2 * AHEAD` rows in a small ring between its hash and its
+//! Each row waits `2 * PROBE_AHEAD` rows in a small ring between its hash and its
 //! probe: its index slot is prefetched when it comes in, its entry
 //! ([`RowMap::prefetch`]) halfway, while the rows before it are counted. A
 //! row's count reaches the dataflow at the next [`Combiner::flush`] either
@@ -22,7 +22,7 @@
 use differential_dataflow::input::InputSession;
 
 use crate::job::Time;
-use crate::row_map::{AHEAD, RowMap, hash_values};
+use crate::row_map::{PROBE_AHEAD, RowMap, hash_values};
 use crate::value::Row;
 
 /// Distinct rows held before they are flushed to the dataflow.
@@ -31,7 +31,7 @@ const MAX_HELD: usize = 1 << 18;
 /// times on average since the previous one.
 const MIN_REPEAT: usize = 2;
 /// Rows between a row's hash and its probe.
-const RING: usize = 2 * AHEAD;
+const RING: usize = 2 * PROBE_AHEAD;
 
 /// Counts identical rows of one input on one worker.
 pub struct Combiner {
@@ -89,7 +89,7 @@ impl Combiner {
         let (old_diff, old_hash) = (slot.1, slot.2);
         (slot.1, slot.2) = (diff, hash);
         self.held
-            .prefetch(self.ring[(self.next + RING - AHEAD) % RING].2);
+            .prefetch(self.ring[(self.next + RING - PROBE_AHEAD) % RING].2);
         self.next = (self.next + 1) % RING;
         self.count(row, old_diff, old_hash);
         self.seen += 1;

@@ -25,7 +25,7 @@ use timely::dataflow::operators::generic::operator::Operator;
 use super::tally::Tally;
 use super::{AggKind, Aggregates};
 use crate::job::{Rows, Time, Updates};
-use crate::row_map::{AHEAD, RowMap, hash_values};
+use crate::row_map::{RowMap, hash_values};
 use crate::value::{Key, Row, Value};
 
 /// Entries held per time before they are sent on early (checked after each
@@ -40,7 +40,8 @@ type Entry = ((Row, Row), Time, Tally);
 /// Where each part of an entry comes from, in input-row positions.
 #[derive(Clone)]
 struct Layout {
-    key: Vec<usize>,
+    /// How many of the columns in `probe` are the key's.
+    key_len: usize,
     sums: Vec<usize>,
     slots: Vec<(AggKind, usize)>,
     fold: bool,
@@ -98,19 +99,16 @@ impl Held {
         }
     }
 
-    /// Prefetches the entry row `i + AHEAD` will probe, and the index
-    /// slot of row `i + 2 * AHEAD`.
-    fn prefetch(&self, hashes: &[u64], i: usize) {
-        let (slot, entry) = (hashes.get(i + 2 * AHEAD), hashes.get(i + AHEAD));
+    /// The prefetches due before adding row `i` ([`RowMap::prefetch_for`]).
+    fn prefetch_for(&self, hashes: &[u64], i: usize) {
         match self {
-            Held::Entries(m) => prefetch_ahead(m, slot, entry),
-            Held::Folded(m) => prefetch_ahead(m, slot, entry),
+            Held::Entries(m) => m.prefetch_for(hashes, i),
+            Held::Folded(m) => m.prefetch_for(hashes, i),
         }
     }
 
-    /// Adds rows of one time, each one's entry prefetched [`AHEAD`] rows
-    /// before it is added (its index slot twice as many); `hashes` is
-    /// scratch space.
+    /// Adds rows of one time, each one's entry prefetched a few rows before
+    /// it is added ([`RowMap::prefetch_for`]); `hashes` is scratch space.
     fn add_all(&mut self, layout: &Layout, rows: &[(Row, Time, isize)], hashes: &mut Vec<u64>) {
         hashes.clear();
         hashes.extend(
@@ -118,7 +116,7 @@ impl Held {
                 .map(|(row, _, _)| hash_values(layout.probe(row))),
         );
         for (i, ((row, _, diff), &hash)) in rows.iter().zip(hashes.iter()).enumerate() {
-            self.prefetch(hashes, i);
+            self.prefetch_for(hashes, i);
             self.add(layout, row, *diff, hash);
         }
     }
@@ -154,7 +152,7 @@ impl Held {
     fn drain_into(self, layout: &Layout, time: Time, out: &mut impl FnMut(Entry)) {
         let entries: Box<dyn Iterator<Item = ((Row, Row), Tally)>> = match self {
             Held::Entries(map) => {
-                let split = layout.key.len();
+                let split = layout.key_len;
                 Box::new(map.into_entries().map(move |(probe, t)| {
                     let mut key = probe.into_vec();
                     let slots = key.split_off(split);
@@ -174,15 +172,6 @@ impl Held {
     }
 }
 
-fn prefetch_ahead<V>(map: &RowMap<V>, slot: Option<&u64>, entry: Option<&u64>) {
-    if let Some(&hash) = slot {
-        map.prefetch_slot(hash);
-    }
-    if let Some(&hash) = entry {
-        map.prefetch(hash);
-    }
-}
-
 /// The entries of grouping `rows` by the columns at `key`, with the value
 /// columns at `values` (the value row [`Aggregates`] was resolved against).
 pub fn prepare<'s>(
@@ -199,7 +188,7 @@ pub fn prepare<'s>(
         probe.extend(slots.iter().map(|&(_, c)| c));
     }
     let layout = Layout {
-        key: key.to_vec(),
+        key_len: key.len(),
         sums: aggs.sums.iter().map(|&c| values[c]).collect(),
         slots,
         fold,
