@@ -79,3 +79,26 @@ proptest! {
         }
     }
 }
+
+/// A field that is not UTF-8 is a bad row at its line and column, whether
+/// its column is typed as an integer or inferred (integers are typed from
+/// the bytes, so this error comes from the text path they fall back to).
+#[test]
+fn a_field_that_is_not_utf8_is_located() {
+    let bytes = b"a,b\n1,x\n2,\xff\n\xc35,y\n4,z\n";
+    let err = read_bytes(bytes, Format::Csv, BadRowPolicy::Fail, 1).unwrap_err();
+    assert!(
+        err.contains("line 3") && err.contains("column 2") && err.contains("invalid UTF-8"),
+        "{err}"
+    );
+    assert_eq!(
+        read_bytes(bytes, Format::Csv, BadRowPolicy::Skip, 1),
+        Ok((2, 2))
+    );
+    let first = b"a,b\n1,x\n\xc35,y\n";
+    let err = read_bytes(first, Format::Csv, BadRowPolicy::Fail, 1).unwrap_err();
+    assert!(
+        err.contains("line 3") && err.contains("column 1") && err.contains("invalid UTF-8"),
+        "{err}"
+    );
+}
