@@ -257,7 +257,9 @@ fn conflicts(row: &Row) -> bool {
 fn updates(key: &[usize], rows: &[(Row, isize)]) -> Vec<(usize, usize)> {
     // Per key: the retraction and insertion seen, and whether there were more.
     type Seen = (Option<usize>, Option<usize>, bool);
-    let mut by_key: HashMap<Vec<&crate::value::Value>, Seen> = HashMap::new();
+    let hasher = foldhash::fast::RandomState::default();
+    let mut by_key: HashMap<Vec<&Value>, Seen, _> =
+        HashMap::with_capacity_and_hasher(rows.len(), hasher);
     for (i, (row, diff)) in rows.iter().enumerate() {
         let Some(k) = key.iter().map(|&c| row.get(c)).collect::<Option<Vec<_>>>() else {
             continue; // the wrong arity: the general path reports it
