@@ -53,7 +53,7 @@ pub use compaction::CompactionReport;
 pub use error::{LogError, Result};
 pub use partition::{OpenReport, Recovery};
 pub use reader::{PartitionReader, Start};
-pub use record::{Record, RecordIn};
+pub use record::{Record, RecordIn, RecordRef};
 pub use retention::{DeleteReason, DeletedSegment};
 pub use rows::RowFormat;
 pub use topic::{

@@ -16,12 +16,13 @@
 //!   the middle of a segment always sees one consistent version.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::error::{LogError, Result};
 use super::index;
-use super::record::Record;
+use super::record::{Frame, Record, RecordRef};
 use super::segment::{HEADER_LEN, SegmentCursor, Step, index_path, list_segments, log_path};
 
 /// Where a new reader starts.
@@ -134,23 +135,64 @@ impl PartitionReader {
         self.pending.front().map_or(self.floor, |r| r.offset)
     }
 
+    /// Whether the reader holds records it has read and not yet handed out
+    /// (one past a read's `until`, or one [`PartitionReader::wait_for`] saw).
+    pub fn holds_records(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// Up to `max` records that are visible now (possibly none).
     pub fn next_batch(&mut self, max: usize) -> Result<Vec<Record>> {
         let mut out: Vec<Record> = Vec::with_capacity(max.min(4096));
-        while out.len() < max {
-            if let Some(r) = self.pending.pop_front() {
-                out.push(r);
+        self.visit(max, None, &mut |r| {
+            out.push(r.to_owned());
+            ControlFlow::Continue(())
+        })?;
+        Ok(out)
+    }
+
+    /// Lends `f` up to `max` records that are visible now, in order, without
+    /// copying them, stopping before the first at or past `until` (kept for
+    /// the next call) and after the one for which `f` breaks. Returns how
+    /// many `f` was lent.
+    pub fn visit(
+        &mut self,
+        max: usize,
+        until: Option<u64>,
+        f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
+    ) -> Result<usize> {
+        let below = |offset: u64| until.is_none_or(|u| offset < u);
+        let mut lent = 0;
+        while lent < max {
+            if let Some(r) = self.pending.front() {
+                if !below(r.offset) {
+                    break;
+                }
+                let r = self.pending.pop_front().expect("checked above");
+                lent += 1;
+                if f(r.view()).is_break() {
+                    break;
+                }
                 continue;
             }
-            match self.fetch() {
-                Ok(Some(r)) => out.push(r),
+            let frame = match self.fetch() {
+                Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 // Hand out what was valid; the error repeats on the next call.
-                Err(_) if !out.is_empty() => break,
+                Err(_) if lent > 0 => break,
                 Err(e) => return Err(e),
+            };
+            let record = self.cur.record(&frame);
+            if !below(record.offset) {
+                self.pending.push_back(record.to_owned());
+                break;
+            }
+            lent += 1;
+            if f(record).is_break() {
+                break;
             }
         }
-        Ok(out)
+        Ok(lent)
     }
 
     /// Waits until a record is available at the reader's position or the
@@ -161,8 +203,8 @@ impl PartitionReader {
             if !self.pending.is_empty() {
                 return Ok(true);
             }
-            if let Some(r) = self.fetch()? {
-                self.pending.push_back(r);
+            if let Some(frame) = self.fetch()? {
+                self.pending.push_back(self.cur.record(&frame).to_owned());
                 return Ok(true);
             }
             let now = Instant::now();
@@ -173,22 +215,23 @@ impl PartitionReader {
         }
     }
 
-    /// The next record at or above the floor, if visible.
-    fn fetch(&mut self) -> Result<Option<Record>> {
-        while let Some(r) = self.step()? {
-            if r.offset >= self.floor {
-                self.floor = r.offset + 1;
-                return Ok(Some(r));
+    /// The frame of the next record at or above the floor, if visible: the
+    /// cursor lends the record.
+    fn fetch(&mut self) -> Result<Option<Frame>> {
+        while let Some(frame) = self.step()? {
+            if frame.offset >= self.floor {
+                self.floor = frame.offset + 1;
+                return Ok(Some(frame));
             }
         }
         Ok(None)
     }
 
-    fn step(&mut self) -> Result<Option<Record>> {
+    fn step(&mut self) -> Result<Option<Frame>> {
         loop {
-            let step = self.cur.next()?;
-            if let Step::Record(r, _) = step {
-                return Ok(Some(r));
+            let step = self.cur.next_frame()?;
+            if let Step::Record(frame, _) = step {
+                return Ok(Some(frame));
             }
             let Some(next_base) = self.successor else {
                 self.successor = self.find_successor()?;
@@ -219,7 +262,7 @@ impl PartitionReader {
     }
 
     /// End of the visible data in the last segment.
-    fn at_live_end(&mut self, step: Step) -> Result<Option<Record>> {
+    fn at_live_end(&mut self, step: Step<Frame>) -> Result<Option<Frame>> {
         match step {
             Step::Bad(d) if self.cur.valid_data_follows()? => {
                 Err(self.cur.corruption(format!("{d}; valid records follow it")))

@@ -132,11 +132,114 @@ pub fn encode(rec: &RecordIn<'_>, offset: u64, append_ts: i64, out: &mut Vec<u8>
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// A record read from the log, borrowed from the reader's buffer: what a
+/// consumer looks at without copying it (see [`RecordRef::to_owned`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Its offset in the partition.
+    pub offset: u64,
+    /// Its key, as appended.
+    pub key: Option<&'a [u8]>,
+    /// Its payload; empty is a tombstone in compacted topics.
+    pub value: &'a [u8],
+    /// Its event time, in ms since the Unix epoch, when the producer gave one.
+    pub event_ts: Option<i64>,
+    /// The writer's wall clock when it was appended, in ms since the Unix epoch.
+    pub append_ts: i64,
+}
+
+impl RecordRef<'_> {
+    /// An empty value marks a deletion in compacted topics.
+    pub fn is_tombstone(&self) -> bool {
+        self.value.is_empty()
+    }
+
+    /// The record, copied out of the buffer it was read from.
+    pub fn to_owned(self) -> Record {
+        let mut rec = Record {
+            offset: 0,
+            key: None,
+            value: Vec::new(),
+            event_ts: None,
+            append_ts: 0,
+        };
+        self.copy_into(&mut rec);
+        rec
+    }
+
+    /// Makes `rec` this record, reusing its buffers.
+    pub fn copy_into(self, rec: &mut Record) {
+        rec.offset = self.offset;
+        rec.event_ts = self.event_ts;
+        rec.append_ts = self.append_ts;
+        rec.value.clear();
+        rec.value.extend_from_slice(self.value);
+        match (self.key, &mut rec.key) {
+            (Some(key), Some(held)) => {
+                held.clear();
+                held.extend_from_slice(key);
+            }
+            (key, held) => *held = key.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+impl Record {
+    /// The record borrowed as a consumer sees it straight from the log.
+    pub fn view(&self) -> RecordRef<'_> {
+        RecordRef {
+            offset: self.offset,
+            key: self.key.as_deref(),
+            value: &self.value,
+            event_ts: self.event_ts,
+            append_ts: self.append_ts,
+        }
+    }
+}
+
+/// A valid frame's fields, with its key and value as byte ranges of the
+/// buffer it was decoded from: a plain value, so that a reader can decode a
+/// frame, refill its buffer when the frame is incomplete, and lend out the
+/// record only once the loop is over (see [`Frame::record`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The record's offset in the partition.
+    pub offset: u64,
+    /// The writer's wall clock at append, in ms since the Unix epoch.
+    pub append_ts: i64,
+    /// The record's event time, when the producer gave one.
+    pub event_ts: Option<i64>,
+    key: Option<(usize, usize)>,
+    value: (usize, usize),
+    /// The frame's length, prefix included.
+    pub len: usize,
+}
+
+impl Frame {
+    /// The record this frame holds; `buf` is the buffer it was decoded from.
+    pub fn record<'a>(&self, buf: &'a [u8]) -> RecordRef<'a> {
+        RecordRef {
+            offset: self.offset,
+            key: self.key.map(|(start, end)| &buf[start..end]),
+            value: &buf[self.value.0..self.value.1],
+            event_ts: self.event_ts,
+            append_ts: self.append_ts,
+        }
+    }
+
+    /// The same frame, found `by` bytes further into a buffer.
+    fn shifted(mut self, by: usize) -> Frame {
+        self.key = self.key.map(|(start, end)| (start + by, end + by));
+        self.value = (self.value.0 + by, self.value.1 + by);
+        self
+    }
+}
+
 /// What the bytes at a position hold.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Decoded {
+pub enum Decoded<R> {
     /// A valid record and the total frame length (prefix included).
-    Record(Record, usize),
+    Record(R, usize),
     /// Too few bytes for the frame its prefix announces (or for the prefix):
     /// either a writer is mid-append or the tail was torn.
     Incomplete,
@@ -144,8 +247,17 @@ pub enum Decoded {
     Bad(String),
 }
 
-/// Decodes the frame starting at `buf[0]`.
-pub fn decode(buf: &[u8]) -> Decoded {
+/// Decodes the frame starting at `buf[0]` into an owned record.
+pub fn decode(buf: &[u8]) -> Decoded<Record> {
+    match decode_frame(buf) {
+        Decoded::Record(frame, n) => Decoded::Record(frame.record(buf).to_owned(), n),
+        Decoded::Incomplete => Decoded::Incomplete,
+        Decoded::Bad(detail) => Decoded::Bad(detail),
+    }
+}
+
+/// Decodes the frame starting at `buf[0]`; its ranges index `buf`.
+pub fn decode_frame(buf: &[u8]) -> Decoded<Frame> {
     let Some(len) = read_u32(buf, 0) else {
         return Decoded::Incomplete;
     };
@@ -156,8 +268,8 @@ pub fn decode(buf: &[u8]) -> Decoded {
     let Some(frame) = buf.get(..LEN_PREFIX + len) else {
         return Decoded::Incomplete;
     };
-    match decode_body(&frame[LEN_PREFIX..]) {
-        Ok(rec) => Decoded::Record(rec, LEN_PREFIX + len),
+    match decode_body(&frame[LEN_PREFIX..], LEN_PREFIX + len) {
+        Ok(frame) => Decoded::Record(frame.shifted(LEN_PREFIX), LEN_PREFIX + len),
         Err(detail) => Decoded::Bad(detail),
     }
 }
@@ -168,7 +280,8 @@ pub fn peek_offset(buf: &[u8]) -> Option<u64> {
     read_u64(buf, 8)
 }
 
-fn decode_body(body: &[u8]) -> Result<Record, String> {
+/// The fields of a frame's body (after the length prefix); ranges index `body`.
+fn decode_body(body: &[u8], len: usize) -> Result<Frame, String> {
     let stored = read_u32(body, 0).ok_or("missing crc")?;
     let actual = crc32c::crc32c(&body[4..]);
     if stored != actual {
@@ -190,24 +303,25 @@ fn decode_body(body: &[u8]) -> Result<Record, String> {
     };
     let key = if flags & FLAG_KEY != 0 {
         let n = cur.u32()? as usize;
-        Some(cur.take(n)?.to_vec())
+        Some(cur.range(n)?)
     } else {
         None
     };
     let n = cur.u32()? as usize;
-    let value = cur.take(n)?.to_vec();
+    let value = cur.range(n)?;
     if cur.pos != body.len() {
         return Err(format!(
             "{} trailing bytes inside frame",
             body.len() - cur.pos
         ));
     }
-    Ok(Record {
+    Ok(Frame {
         offset,
+        append_ts,
+        event_ts,
         key,
         value,
-        event_ts,
-        append_ts,
+        len,
     })
 }
 
@@ -225,6 +339,12 @@ impl<'a> Cursor<'a> {
             .ok_or_else(|| format!("field of {n} bytes at {} overruns frame", self.pos))?;
         self.pos = end;
         Ok(out)
+    }
+    /// The positions of the next `n` bytes, which are skipped.
+    fn range(&mut self, n: usize) -> Result<(usize, usize), String> {
+        let start = self.pos;
+        self.take(n)?;
+        Ok((start, self.pos))
     }
     fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(
@@ -293,6 +413,19 @@ mod tests {
             for cut in 0..buf.len() {
                 prop_assert_eq!(decode(&buf[..cut]), Decoded::Incomplete);
             }
+        }
+
+        /// A record copied into the buffers of another is the record.
+        #[test]
+        fn copy_into_reuses_buffers_and_copies_exactly(
+            (key, value, ets, offset, ats) in arb_record(),
+            (key2, value2, ets2, offset2, ats2) in arb_record(),
+        ) {
+            let mut held = Record { offset, key, value, event_ts: ets, append_ts: ats };
+            let new = Record { offset: offset2, key: key2, value: value2, event_ts: ets2, append_ts: ats2 };
+            new.view().copy_into(&mut held);
+            prop_assert_eq!(&held, &new);
+            prop_assert_eq!(new.view().to_owned(), new);
         }
 
         #[test]

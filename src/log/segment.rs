@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::{IoContext, LogError, Result};
 use super::fsutil::fsync_dir;
-use super::record::{Decoded, Record, decode, valid_frame_after};
+use super::record::{Decoded, Frame, Record, RecordRef, decode_frame, valid_frame_after};
 
 pub const MAGIC: &[u8; 4] = b"KLOG";
 pub const VERSION: u16 = 1;
@@ -181,11 +181,12 @@ pub fn create_segment(dir: &Path, base: u64) -> Result<File> {
     OpenOptions::new().append(true).open(&path).ctx(&path)
 }
 
-/// One step of a sequential scan.
+/// One step of a sequential scan; `R` is the record found (owned, or a
+/// [`Frame`] to borrow it by with [`SegmentCursor::record`]).
 #[derive(Debug)]
-pub enum Step {
+pub enum Step<R = Record> {
     /// A valid record starting at file position `pos`.
-    Record(Record, u64),
+    Record(R, u64),
     /// Fewer bytes than a whole frame remain; `available` of them (0 at a clean end).
     Incomplete { available: u64 },
     /// A complete but invalid frame (or out-of-order offset) at the position.
@@ -240,11 +241,23 @@ impl SegmentCursor {
         self.last_offset = prev;
     }
 
+    /// The next record, copied out of the buffer.
     pub fn next(&mut self) -> Result<Step> {
+        Ok(match self.next_frame()? {
+            Step::Record(frame, pos) => Step::Record(self.record(&frame).to_owned(), pos),
+            Step::Incomplete { available } => Step::Incomplete { available },
+            Step::Bad(detail) => Step::Bad(detail),
+        })
+    }
+
+    /// The next record's frame: [`SegmentCursor::record`] lends the record
+    /// until the cursor moves on. (Returning the borrow from the loop that
+    /// refills the buffer is what the borrow checker cannot yet accept.)
+    pub fn next_frame(&mut self) -> Result<Step<Frame>> {
         loop {
             let at = (self.pos - self.buf_pos) as usize;
-            match decode(&self.buf[at..]) {
-                Decoded::Record(rec, n) => return Ok(self.accept(rec, n)),
+            match decode_frame(&self.buf[at..]) {
+                Decoded::Record(frame, _) => return Ok(self.accept(frame)),
                 Decoded::Bad(detail) => return Ok(Step::Bad(detail)),
                 Decoded::Incomplete => {
                     if !self.refill()? {
@@ -256,22 +269,30 @@ impl SegmentCursor {
         }
     }
 
-    fn accept(&mut self, rec: Record, n: usize) -> Step {
+    /// The record of the frame [`SegmentCursor::next_frame`] returned last
+    /// (the cursor knows where that frame is, not where earlier ones were).
+    pub fn record(&self, frame: &Frame) -> RecordRef<'_> {
+        debug_assert_eq!(Some(frame.offset), self.last_offset, "not the last frame");
+        let at = (self.pos - self.buf_pos) as usize - frame.len;
+        frame.record(&self.buf[at..])
+    }
+
+    fn accept(&mut self, frame: Frame) -> Step<Frame> {
         let in_order = match self.last_offset {
-            Some(prev) => rec.offset > prev,
-            None => rec.offset >= self.base,
+            Some(prev) => frame.offset > prev,
+            None => frame.offset >= self.base,
         };
         if !in_order {
             let prev = self.last_offset;
             return Step::Bad(format!(
                 "offset {} out of order (previous {prev:?}, base {})",
-                rec.offset, self.base
+                frame.offset, self.base
             ));
         }
         let start = self.pos;
-        self.pos += n as u64;
-        self.last_offset = Some(rec.offset);
-        Step::Record(rec, start)
+        self.pos += frame.len as u64;
+        self.last_offset = Some(frame.offset);
+        Step::Record(frame, start)
     }
 
     /// Reads more bytes after the buffer; false when the file has none.

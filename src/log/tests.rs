@@ -202,6 +202,50 @@ fn segments_roll_and_every_offset_is_reachable() {
     check(&f.log);
 }
 
+/// `visit` lends every record once, in order, across segments, stopping
+/// before `until` (the record there is held for the next read, and the
+/// reader is then not at its end) and right after a break.
+#[test]
+fn visit_lends_records_in_order_up_to_until_and_a_break() {
+    let f = fixture();
+    fill(&f, "t", tiny(6000), 400);
+    let mut r = f.log.reader("t", 0, Start::Earliest).unwrap();
+    let mut seen: Vec<Record> = Vec::new();
+    let mut lend = |r: &mut PartitionReader, max: usize, until: Option<u64>, stop_at: u64| {
+        r.visit(max, until, &mut |rec| {
+            seen.push(rec.to_owned());
+            if rec.offset == stop_at {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        })
+        .unwrap()
+    };
+    assert_eq!(lend(&mut r, 50, Some(30), u64::MAX), 30);
+    assert!(r.holds_records(), "offset 30 is held for the next read");
+    assert_eq!(r.position(), 30);
+    assert_eq!(lend(&mut r, 50, Some(30), u64::MAX), 0);
+    assert_eq!(
+        lend(&mut r, 1000, Some(350), 99),
+        70,
+        "stops after the break"
+    );
+    assert_eq!(r.position(), 100);
+    assert_eq!(lend(&mut r, 120, None, u64::MAX), 120);
+    assert_eq!(lend(&mut r, 1000, None, u64::MAX), 180);
+    assert!(!r.holds_records());
+    assert_eq!(lend(&mut r, 1000, None, u64::MAX), 0);
+    let offsets: Vec<u64> = seen.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, (0..400).collect::<Vec<_>>());
+    assert_eq!(seen, read_all(&f.log, "t", 0, Start::Earliest).unwrap());
+    assert!(
+        seen.iter()
+            .enumerate()
+            .all(|(i, r)| r.value == val(i as u64))
+    );
+}
+
 #[test]
 fn big_segment_uses_sparse_index() {
     let f = fixture();

@@ -5,16 +5,18 @@
 //! Invariants every implementation keeps:
 //! - offsets within a partition only grow, and a record read at an offset is
 //!   the same record (same key, value and timestamps, so the same
-//!   [`Record::fingerprint`]) every time it is read again;
+//!   [`Record::fingerprint`](crate::log::Record::fingerprint)) every time it
+//!   is read again;
 //! - a reader returns records in offset order, never skipping one that the
 //!   log still holds (compaction and retention may have removed some);
 //! - [`Bounds::end`] is the offset the next appended record will get.
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::SourceError;
-use crate::log::{Log, PartitionReader, Record, Start};
+use crate::log::{Log, PartitionReader, RecordRef, Start};
 
 /// A partition's retained range: `earliest` is the first offset still held,
 /// `end` the offset the next appended record gets.
@@ -52,11 +54,20 @@ pub trait RecordLog: Send + Sync + fmt::Debug {
 
 /// Reads one partition in offset order.
 pub trait RecordReader: Send {
-    /// Up to `max` records that are visible now (possibly none). With
-    /// `until`, records below that offset were read before (a replay): a
-    /// client that fetches in the background waits for them (bounded)
-    /// rather than return none while they are on their way.
-    fn next_batch(&mut self, max: usize, until: Option<u64>) -> Result<Vec<Record>, SourceError>;
+    /// Lends `f` up to `max` records that are visible now (possibly none),
+    /// in offset order, stopping before the first at or past `until` (it is
+    /// lent by a later call) and after the one for which `f` breaks; returns
+    /// how many `f` was lent. Records are borrowed from the reader's buffers:
+    /// nothing is copied for a consumer that only looks. With `until`,
+    /// records below that offset were read before (a replay): a client that
+    /// fetches in the background waits for them (bounded) rather than lend
+    /// none while they are on their way.
+    fn visit(
+        &mut self,
+        max: usize,
+        until: Option<u64>,
+        f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
+    ) -> Result<usize, SourceError>;
     /// The smallest offset the next returned record can have.
     fn position(&self) -> u64;
     /// Whether the last read reached the end of what the log holds (so a
@@ -130,9 +141,14 @@ struct LogReader {
 }
 
 impl RecordReader for LogReader {
-    fn next_batch(&mut self, max: usize, _: Option<u64>) -> Result<Vec<Record>, SourceError> {
+    fn visit(
+        &mut self,
+        max: usize,
+        until: Option<u64>,
+        f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
+    ) -> Result<usize, SourceError> {
         self.reader
-            .next_batch(max)
+            .visit(max, until, f)
             .map_err(|cause| SourceError::Log {
                 topic: self.topic.clone(),
                 cause,
@@ -144,7 +160,8 @@ impl RecordReader for LogReader {
     }
 
     fn at_end(&self) -> bool {
-        // Reads are synchronous: a short batch is the end.
-        true
+        // Reads are synchronous: a short read is the end, unless it
+        // stopped at its `until` before a record it holds.
+        !self.reader.holds_records()
     }
 }

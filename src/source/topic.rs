@@ -18,7 +18,8 @@
 //! topic are appended like events. The previous row per key is kept in
 //! memory, and rebuilt on restart by replaying the partition.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::late::LateFilter;
@@ -26,12 +27,9 @@ use super::records::{LogTopic, RecordLog, RecordReader};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::format::{csv_reader, csv_width};
 use crate::log::rows::{RowFormat, borrowed_csv_fields, decode_fields, typed};
-use crate::log::{Log, Record};
+use crate::log::{Log, Record, RecordRef};
 use crate::schema::{InputSchema, Projection};
 use crate::value::{Row, Value};
-
-/// Most records fetched from the log at once by one read.
-const FETCH_CHUNK: usize = 4096;
 
 /// How a record's value encodes a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,14 +92,20 @@ impl TopicInput {
     }
 }
 
-/// One partition of one input, read by one worker.
+/// One partition of one input, read by one worker. Its reader lends each
+/// record from its own buffer ([`RecordReader::visit`]); the record is typed
+/// there, and only the last one consumed is copied (for its fingerprint).
 pub struct PartitionSource {
+    reader: Box<dyn RecordReader>,
+    rows: PartitionRows,
+}
+
+/// What turns one partition's records, as its reader lends them, into row
+/// changes.
+struct PartitionRows {
     input: TopicInput,
     partition: u32,
     projection: Projection,
-    reader: Box<dyn RecordReader>,
-    /// Records read from the log but not yet handed out (a bounded read stopped before them).
-    pending: VecDeque<Record>,
     /// Compacted topics: the current row of each key.
     current: HashMap<Vec<u8>, Row>,
     /// Event topics under the `drop` late-event policy.
@@ -127,38 +131,42 @@ impl PartitionSource {
             _ => None,
         };
         Ok(PartitionSource {
-            input: input.clone(),
-            partition,
-            late,
-            projection,
             reader,
-            pending: VecDeque::new(),
-            current: HashMap::new(),
-            last: None,
+            rows: PartitionRows {
+                input: input.clone(),
+                partition,
+                late,
+                projection,
+                current: HashMap::new(),
+                last: None,
+            },
         })
     }
 
     /// The offset and fingerprint of the last record consumed.
     pub fn last_consumed(&self) -> Option<(u64, u32)> {
-        self.last.as_ref().map(|r| (r.offset, r.fingerprint()))
+        let last = self.rows.last.as_ref();
+        last.map(|r| (r.offset, r.fingerprint()))
     }
 
     /// The append time and event time (when the producer gave one) of the
     /// last record consumed, in unix ms.
     pub fn last_times(&self) -> Option<(i64, Option<i64>)> {
-        self.last.as_ref().map(|r| (r.append_ts, r.event_ts))
+        let last = self.rows.last.as_ref();
+        last.map(|r| (r.append_ts, r.event_ts))
     }
 
     /// The partition of the topic this source reads.
     pub fn partition(&self) -> u32 {
-        self.partition
+        self.rows.partition
     }
 
     /// Under the `drop` policy, the lowest time an event read from now on can
     /// have and be admitted: `Some(i64::MIN)` before any timed event, `None`
     /// for a source that does not filter (a changelog, or `correct`).
     pub fn low_watermark(&self) -> Option<i64> {
-        self.late
+        self.rows
+            .late
             .as_ref()
             .map(|f| f.low_watermark().unwrap_or(i64::MIN))
     }
@@ -166,20 +174,18 @@ impl PartitionSource {
     /// Late events dropped since this source opened (it opens at the start
     /// of the partition, so this is the partition's total so far).
     pub fn late_dropped(&self) -> u64 {
-        self.late.as_ref().map_or(0, LateFilter::dropped)
+        self.rows.late.as_ref().map_or(0, LateFilter::dropped)
     }
 
     /// The offset of the next record this source will read.
     pub fn position(&self) -> u64 {
-        self.pending
-            .front()
-            .map_or(self.reader.position(), |r| r.offset)
+        self.reader.position()
     }
 
     /// Whether the last read reached the end of the partition as the log
     /// knows it (a short read may otherwise mean records still on their way).
     pub fn at_end(&self) -> bool {
-        self.pending.is_empty() && self.reader.at_end()
+        self.reader.at_end()
     }
 
     /// Reads up to `max` records that are visible now and lie below `until`
@@ -193,56 +199,59 @@ impl PartitionSource {
         bad: &mut BadRows,
         emit: &mut dyn FnMut(Row, isize),
     ) -> Result<usize, SourceError> {
-        let mut consumed = 0;
-        while consumed < max {
-            if self.pending.is_empty() {
-                // A bounded fetch: the records of a large read are typed and
-                // handed on a chunk at a time, not all held at once.
-                let batch = self
-                    .reader
-                    .next_batch((max - consumed).min(FETCH_CHUNK), until)?;
-                if batch.is_empty() {
-                    break;
-                }
-                self.pending.extend(batch);
-            }
-            let record = self.pending.front().expect("refilled above");
-            if until.is_some_and(|u| record.offset >= u) {
-                break;
-            }
-            let record = self.pending.pop_front().expect("checked above");
-            consumed += 1;
-            if let Err((column, problem)) = self.apply(&record, options, emit) {
-                let at = RowLocation {
-                    place: Place::Record {
-                        topic: self.input.log.name().to_string(),
-                        partition: self.partition,
-                        offset: record.offset,
-                    },
-                    column: column.map(|c| (c + 1, self.input.schema.columns[c].clone())),
-                };
+        let rows = &mut self.rows;
+        let mut failed = None;
+        let consumed = self.reader.visit(max, until, &mut |record| {
+            if let Err((column, problem)) = rows.apply(record, options, emit) {
+                let at = rows.locate(record.offset, column);
                 match options.on_bad_row {
-                    BadRowPolicy::Fail => return Err(SourceError::BadRow { at, problem }),
+                    BadRowPolicy::Fail => {
+                        failed = Some(SourceError::BadRow { at, problem });
+                        return ControlFlow::Break(());
+                    }
                     BadRowPolicy::Skip => bad.record(at, problem),
                 }
             }
-            self.last = Some(record);
+            rows.remember(record);
+            ControlFlow::Continue(())
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(consumed),
         }
-        Ok(consumed)
+    }
+}
+
+impl PartitionRows {
+    /// Where a record's (0-based) column is, for a bad row's message.
+    fn locate(&self, offset: u64, column: Option<usize>) -> RowLocation {
+        RowLocation {
+            place: Place::Record {
+                topic: self.input.log.name().to_string(),
+                partition: self.partition,
+                offset,
+            },
+            column: column.map(|c| (c + 1, self.input.schema.columns[c].clone())),
+        }
+    }
+
+    /// Keeps a copy of the last record consumed (in the buffers of the one
+    /// before: no allocation per record).
+    fn remember(&mut self, record: RecordRef<'_>) {
+        match &mut self.last {
+            Some(last) => record.copy_into(last),
+            None => self.last = Some(record.to_owned()),
+        }
     }
 
     /// Turns one record into row changes.
     fn apply(
         &mut self,
-        record: &Record,
+        record: RecordRef<'_>,
         options: &ReadOptions,
         emit: &mut dyn FnMut(Row, isize),
     ) -> Result<(), (Option<usize>, String)> {
-        let keyed = self
-            .input
-            .compacted
-            .then_some(record.key.as_ref())
-            .flatten();
+        let keyed = self.input.compacted.then_some(record.key).flatten();
         if record.is_tombstone() {
             let Some(key) = keyed else {
                 return Err((
@@ -255,10 +264,10 @@ impl PartitionSource {
             }
             return Ok(());
         }
-        let row = self.decode(&record.value, options)?;
+        let row = self.decode(record.value, options)?;
         match keyed {
             Some(key) => {
-                if let Some(old) = self.current.insert(key.clone(), row.clone()) {
+                if let Some(old) = self.current.insert(key.to_vec(), row.clone()) {
                     emit(old, -1);
                 }
                 emit(row, 1);

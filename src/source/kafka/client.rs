@@ -10,6 +10,7 @@
 //! meanwhile, so nothing is lost or read twice.
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{ClientSettings, KafkaFormat, KafkaUrl};
-use crate::log::Record;
+use crate::log::{Record, RecordRef};
 use crate::source::SourceError;
 use crate::source::records::{Bounds, RecordLog, RecordReader};
 
@@ -34,7 +35,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const WATERMARK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest wait for records a replay knows are there (see
-/// [`RecordReader::next_batch`]) before the reader returns none.
+/// [`RecordReader::visit`]) before the reader lends none.
 const REPLAY_WAIT: Duration = Duration::from_secs(30);
 
 /// How often the same client reports that the brokers are unreachable.
@@ -152,6 +153,7 @@ impl RecordLog for KafkaTopic {
             end_at_open: bounds.end,
             at_end: false,
             time,
+            pending: None,
         }))
     }
 
@@ -265,16 +267,37 @@ struct KafkaReader {
     /// The client said the partition's end was reached, and no record came since.
     at_end: bool,
     time: Option<TimeField>,
+    /// A record fetched at or past a read's `until`, for the next read.
+    pending: Option<Record>,
 }
 
 impl RecordReader for KafkaReader {
-    fn next_batch(&mut self, max: usize, until: Option<u64>) -> Result<Vec<Record>, SourceError> {
-        let mut out = Vec::new();
+    fn visit(
+        &mut self,
+        max: usize,
+        until: Option<u64>,
+        f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
+    ) -> Result<usize, SourceError> {
+        let below = |offset: u64| until.is_none_or(|u| offset < u);
+        if max == 0 {
+            return Ok(0);
+        }
+        if let Some(r) = self.pending.take() {
+            if !below(r.offset) {
+                self.pending = Some(r);
+                return Ok(0);
+            }
+            if f(r.view()).is_break() || max == 1 {
+                return Ok(1);
+            }
+            return Ok(1 + self.visit(max - 1, until, f)?);
+        }
+        let mut lent = 0;
         let deadline = Instant::now() + REPLAY_WAIT;
-        while out.len() < max {
+        while lent < max {
             // Fetching runs in the background: records a replay knows are
             // there may not have arrived yet.
-            let awaited = out.is_empty()
+            let awaited = lent == 0
                 && until.is_some_and(|u| self.position < u.min(self.end_at_open))
                 && Instant::now() < deadline;
             let wait = if awaited {
@@ -304,29 +327,36 @@ impl RecordReader for KafkaReader {
             if offset < self.position {
                 continue;
             }
-            let value = message.payload().map_or_else(Vec::new, <[u8]>::to_vec);
-            let event_ts = self.time.as_ref().and_then(|t| t.read(&value));
-            out.push(Record {
-                offset,
-                key: message.key().map(<[u8]>::to_vec),
-                value,
-                event_ts,
-                append_ts: message.timestamp().to_millis().unwrap_or(0),
-            });
             self.position = offset + 1;
+            let value = message.payload().unwrap_or_default();
+            let record = RecordRef {
+                offset,
+                key: message.key(),
+                value,
+                event_ts: self.time.as_ref().and_then(|t| t.read(value)),
+                append_ts: message.timestamp().to_millis().unwrap_or(0),
+            };
+            if !below(offset) {
+                self.pending = Some(record.to_owned());
+                break;
+            }
+            lent += 1;
+            if f(record).is_break() {
+                break;
+            }
         }
-        if !out.is_empty() {
+        if lent > 0 {
             self.consumer.context().recovered();
         }
-        Ok(out)
+        Ok(lent)
     }
 
     fn position(&self) -> u64 {
-        self.position
+        self.pending.as_ref().map_or(self.position, |r| r.offset)
     }
 
     fn at_end(&self) -> bool {
-        self.at_end
+        self.at_end && self.pending.is_none()
     }
 }
 
