@@ -15,9 +15,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use differential_dataflow::consolidation::consolidate;
-
 use super::commit::{EpochReport, LastRecord};
+use super::order::sort_consolidate;
 use super::outputs::OutputChange;
 use crate::job::Time;
 use crate::table::InputOffset;
@@ -137,7 +136,9 @@ impl Gatherer {
     /// The next epoch, if it is complete (`complete(t)` tells whether the
     /// frontier has passed epoch `t`) and something was received for it or
     /// after it. Its changes are consolidated here, on the worker, so that
-    /// the committer's thread only writes.
+    /// the committer's thread only writes, per output and by the batch
+    /// runner's prefix sort (`runner/order.rs`): an epoch of a projection
+    /// holds as many changes as it read records.
     pub fn ready(&mut self, complete: impl Fn(Time) -> bool) -> Option<Epoch> {
         let last = self.logs.keys().next_back().copied().unwrap_or(0);
         let last = last.max(self.stash.keys().next_back().copied().unwrap_or(0));
@@ -146,12 +147,15 @@ impl Gatherer {
         }
         let time = self.next;
         self.next += 1;
-        let mut changes = self.stash.remove(&time).unwrap_or_default();
-        consolidate(&mut changes);
-        let mut outputs: Vec<Vec<(Row, isize)>> = vec![Vec::new(); self.outputs];
+        let changes = self.stash.remove(&time).unwrap_or_default();
+        let mut sizes = vec![0; self.outputs];
+        changes.iter().for_each(|((i, _), _)| sizes[*i] += 1);
+        let mut outputs: Vec<Vec<(Row, isize)>> =
+            sizes.into_iter().map(Vec::with_capacity).collect();
         for ((i, row), diff) in changes {
             outputs[i].push((row, diff));
         }
+        outputs.iter_mut().for_each(sort_consolidate);
         Some(Epoch {
             time,
             log: self.logs.remove(&time).unwrap_or_default(),
