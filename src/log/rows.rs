@@ -119,32 +119,34 @@ const INLINE_FIELDS: usize = 16;
 /// runner's hot path: no JSON parser and no allocation for a short row.
 pub fn borrowed_csv_fields(value: &[u8]) -> Option<SmallVec<[Option<&str>; INLINE_FIELDS]>> {
     let mut fields = SmallVec::new();
-    let rest = value.strip_prefix(b"[")?;
-    if rest == b"]" {
+    // One UTF-8 check for the whole value, not one per field: a field is
+    // then a slice of it, cut next to ASCII quotes (so at char boundaries).
+    let rest = std::str::from_utf8(value).ok()?.strip_prefix('[')?;
+    let bytes = rest.as_bytes();
+    if rest == "]" {
         return Some(fields);
     }
     let mut at = 0;
     loop {
-        match rest.get(at)? {
-            b'n' if rest.get(at..at + 4)? == b"null" => {
+        match bytes.get(at)? {
+            b'n' if bytes.get(at..at + 4)? == b"null" => {
                 fields.push(None);
                 at += 4;
             }
             b'"' => {
                 let start = at + 1;
-                let end = start + memchr::memchr2(b'"', b'\\', &rest[start..])?;
-                let text = &rest[start..end];
-                if rest[end] != b'"' || text.iter().any(|&b| b < 0x20) {
+                let end = start + memchr::memchr2(b'"', b'\\', &bytes[start..])?;
+                if bytes[end] != b'"' || bytes[start..end].iter().any(|&b| b < 0x20) {
                     return None; // an escape, or a character JSON must escape
                 }
-                fields.push(Some(std::str::from_utf8(text).ok()?));
+                fields.push(Some(&rest[start..end]));
                 at = end + 1;
             }
             _ => return None,
         }
-        match rest.get(at)? {
+        match bytes.get(at)? {
             b',' => at += 1,
-            b']' if at + 1 == rest.len() => return Some(fields),
+            b']' if at + 1 == bytes.len() => return Some(fields),
             _ => return None,
         }
     }
