@@ -145,7 +145,7 @@ impl PartitionReader {
     pub fn next_batch(&mut self, max: usize) -> Result<Vec<Record>> {
         let mut out: Vec<Record> = Vec::with_capacity(max.min(4096));
         self.visit(max, None, &mut |r| {
-            out.push(r.to_owned());
+            out.push(r.to_record());
             ControlFlow::Continue(())
         })?;
         Ok(out)
@@ -184,7 +184,7 @@ impl PartitionReader {
             };
             let record = self.cur.record(&frame);
             if !below(record.offset) {
-                self.pending.push_back(record.to_owned());
+                self.pending.push_back(record.to_record());
                 break;
             }
             lent += 1;
@@ -204,7 +204,7 @@ impl PartitionReader {
                 return Ok(true);
             }
             if let Some(frame) = self.fetch()? {
-                self.pending.push_back(self.cur.record(&frame).to_owned());
+                self.pending.push_back(self.cur.record(&frame).to_record());
                 return Ok(true);
             }
             let now = Instant::now();

@@ -133,7 +133,7 @@ pub fn encode(rec: &RecordIn<'_>, offset: u64, append_ts: i64, out: &mut Vec<u8>
 }
 
 /// A record read from the log, borrowed from the reader's buffer: what a
-/// consumer looks at without copying it (see [`RecordRef::to_owned`]).
+/// consumer looks at without copying it (see [`RecordRef::to_record`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordRef<'a> {
     /// Its offset in the partition.
@@ -155,7 +155,7 @@ impl RecordRef<'_> {
     }
 
     /// The record, copied out of the buffer it was read from.
-    pub fn to_owned(self) -> Record {
+    pub fn to_record(self) -> Record {
         let mut rec = Record {
             offset: 0,
             key: None,
@@ -250,7 +250,7 @@ pub enum Decoded<R> {
 /// Decodes the frame starting at `buf[0]` into an owned record.
 pub fn decode(buf: &[u8]) -> Decoded<Record> {
     match decode_frame(buf) {
-        Decoded::Record(frame, n) => Decoded::Record(frame.record(buf).to_owned(), n),
+        Decoded::Record(frame, n) => Decoded::Record(frame.record(buf).to_record(), n),
         Decoded::Incomplete => Decoded::Incomplete,
         Decoded::Bad(detail) => Decoded::Bad(detail),
     }
@@ -425,7 +425,7 @@ mod tests {
             let new = Record { offset: offset2, key: key2, value: value2, event_ts: ets2, append_ts: ats2 };
             new.view().copy_into(&mut held);
             prop_assert_eq!(&held, &new);
-            prop_assert_eq!(new.view().to_owned(), new);
+            prop_assert_eq!(new.view().to_record(), new);
         }
 
         #[test]

@@ -244,7 +244,7 @@ impl SegmentCursor {
     /// The next record, copied out of the buffer.
     pub fn next(&mut self) -> Result<Step> {
         Ok(match self.next_frame()? {
-            Step::Record(frame, pos) => Step::Record(self.record(&frame).to_owned(), pos),
+            Step::Record(frame, pos) => Step::Record(self.record(&frame).to_record(), pos),
             Step::Incomplete { available } => Step::Incomplete { available },
             Step::Bad(detail) => Step::Bad(detail),
         })

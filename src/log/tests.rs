@@ -213,7 +213,7 @@ fn visit_lends_records_in_order_up_to_until_and_a_break() {
     let mut seen: Vec<Record> = Vec::new();
     let mut lend = |r: &mut PartitionReader, max: usize, until: Option<u64>, stop_at: u64| {
         r.visit(max, until, &mut |rec| {
-            seen.push(rec.to_owned());
+            seen.push(rec.to_record());
             if rec.offset == stop_at {
                 std::ops::ControlFlow::Break(())
             } else {

@@ -240,7 +240,7 @@ impl PartitionRows {
     fn remember(&mut self, record: RecordRef<'_>) {
         match &mut self.last {
             Some(last) => record.copy_into(last),
-            None => self.last = Some(record.to_owned()),
+            None => self.last = Some(record.to_record()),
         }
     }
 

@@ -337,7 +337,7 @@ impl RecordReader for KafkaReader {
                 append_ts: message.timestamp().to_millis().unwrap_or(0),
             };
             if !below(offset) {
-                self.pending = Some(record.to_owned());
+                self.pending = Some(record.to_record());
                 break;
             }
             lent += 1;
