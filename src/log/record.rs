@@ -87,7 +87,7 @@ pub struct Record {
 impl Record {
     /// An empty value marks a deletion in compacted topics.
     pub fn is_tombstone(&self) -> bool {
-        self.value.is_empty()
+        self.view().is_tombstone()
     }
 
     /// The record borrowed as a [`RecordIn`] (to append it again, or encode it).

@@ -279,20 +279,16 @@ impl RecordReader for KafkaReader {
         f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
     ) -> Result<usize, SourceError> {
         let below = |offset: u64| until.is_none_or(|u| offset < u);
-        if max == 0 {
-            return Ok(0);
-        }
-        if let Some(r) = self.pending.take() {
-            if !below(r.offset) {
-                self.pending = Some(r);
-                return Ok(0);
-            }
-            if f(r.view()).is_break() || max == 1 {
-                return Ok(1);
-            }
-            return Ok(1 + self.visit(max - 1, until, f)?);
-        }
         let mut lent = 0;
+        if let Some(r) = self.pending.take_if(|r| max > 0 && below(r.offset)) {
+            lent = 1;
+            if f(r.view()).is_break() {
+                return Ok(lent);
+            }
+        }
+        if self.pending.is_some() {
+            return Ok(0); // it lies at or past `until` (or `max` is 0)
+        }
         let deadline = Instant::now() + REPLAY_WAIT;
         while lent < max {
             // Fetching runs in the background: records a replay knows are
