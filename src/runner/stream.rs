@@ -8,10 +8,10 @@
 //! as it has read everything visible (or its record limit), or after
 //! `max_latency` when nothing arrives, so latency stays low when idle. The
 //! limit starts at `max_records` and grows up to 16 times that once an
-//! epoch fills up (behind the log end), so a backlog is applied in few
-//! large commits, as far as the output the worker made stays small (see
-//! `next_limit`). An epoch's rows are combined (`runner/combine.rs`) and
-//! inserted as they are read; the worker's report of the offsets they
+//! epoch fills up (behind the log end; 64 times for a version that is not
+//! live yet), so a backlog is applied in few large commits, as far as the
+//! output the worker made stays small (see `EpochSizer`). An epoch's rows
+//! are combined (`runner/combine.rs`) and inserted as they are read; the worker's report of the offsets they
 //! cover follows at the same epoch, before the epoch can close (see
 //! `read_epoch`). All output changes go to worker 0, which gathers each
 //! complete epoch (`runner/epochs.rs`) for the committer's thread, which
@@ -68,6 +68,10 @@ use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec
 /// How much larger than `max_records` an epoch may grow while far behind.
 const MAX_GROWTH: usize = 16;
 
+/// The same for a version that is not live yet (reprocess, rollback): no
+/// one sees its table before the swap, so only memory bounds its epochs.
+const BUILDING_GROWTH: usize = 64;
+
 /// Most output changes one worker should make in an epoch that grew, in
 /// multiples of `max_records`: the committer holds an epoch's changes.
 const OUTPUT_BUDGET: usize = 4;
@@ -81,30 +85,70 @@ pub struct EpochConfig {
     /// Longest wait for records before an epoch is closed.
     pub max_latency: Duration,
     /// Most records one worker puts in one epoch near the log end (up to
-    /// 16 times more while far behind, when the output is small).
+    /// 16 times more while far behind, when the output is small; 64 times
+    /// for a version that is not live yet).
     pub max_records: usize,
 }
 
-impl EpochConfig {
-    /// A worker's next epoch limit, after one that read `records` row
-    /// changes and made `made` output changes on it (all of them: the
-    /// dataflow has caught up with it). Behind the log end (the epoch
-    /// filled up), an epoch grows up to [`MAX_GROWTH`] times `max_records`,
-    /// so that a backlog is applied in few large commits (a keyed output
-    /// rewrites each changed key once per epoch), as far as its output is
-    /// expected to stay within [`OUTPUT_BUDGET`] times `max_records` (an
-    /// output as large as its input, a projection, gains nothing from large
-    /// epochs but the memory the committer holds them in); near the end
-    /// epochs shrink back to `max_records` for latency.
-    fn next_limit(&self, drained: bool, records: u64, made: u64) -> usize {
-        let max = self.max_records;
+/// One worker's epoch limits, from what its last epochs read and made.
+///
+/// Behind the log end (an epoch filled up), an epoch grows up to a cap
+/// ([`MAX_GROWTH`] times `max_records`, [`BUILDING_GROWTH`] for a version
+/// not live yet), so that a backlog is applied in few large commits (a
+/// keyed output rewrites each changed key once per epoch), as far as its
+/// output is expected to stay within [`OUTPUT_BUDGET`] times `max_records`:
+/// in proportion to the records read (an output as large as its input, a
+/// projection, gains nothing from large epochs but the memory the committer
+/// holds them in), unless the output is seen to saturate (an aggregation
+/// over keys it has all met: its output is the keys, however many records
+/// an epoch reads), when the epoch may grow to the cap. Near the end epochs
+/// shrink back to `max_records` for latency.
+#[derive(Debug)]
+struct EpochSizer {
+    max: usize,
+    /// The previous epoch's `(records, made)`, when it filled up.
+    full: Option<(u64, u64)>,
+}
+
+impl EpochSizer {
+    fn new(config: &EpochConfig) -> EpochSizer {
+        EpochSizer {
+            max: config.max_records,
+            full: None,
+        }
+    }
+
+    /// The next epoch's limit, after one that read `records` row changes
+    /// and made `made` output changes on this worker (all of them: the
+    /// dataflow has caught up with it). `building`: the version is not live.
+    fn next(&mut self, drained: bool, records: u64, made: u64, building: bool) -> usize {
+        let max = self.max;
+        let previous = self.full.take();
         if drained {
             return max;
         }
+        self.full = Some((records, made));
+        let cap = max
+            * if building {
+                BUILDING_GROWTH
+            } else {
+                MAX_GROWTH
+            };
+        if previous.is_some_and(|p| saturates(p, (records, made))) {
+            return cap;
+        }
         let budget = (max * OUTPUT_BUDGET) as u128;
         let fits = (budget * records as u128 / (made as u128).max(1)).min(usize::MAX as u128);
-        (fits as usize).clamp(max, max * MAX_GROWTH)
+        (fits as usize).clamp(max, cap)
     }
+}
+
+/// Whether the output grew less than half as fast as the input from one
+/// full epoch to a larger one (and stayed within the budget's quarter of
+/// the input): an aggregation whose keys have all been met.
+fn saturates((r0, m0): (u64, u64), (r1, m1): (u64, u64)) -> bool {
+    let (r0, m0, r1, m1) = (r0 as u128, m0 as u128, r1 as u128, m1 as u128);
+    m0 > 0 && r1 >= 2 * r0 && 2 * m1 * r0 <= m0 * r1 && m1 * OUTPUT_BUDGET as u128 <= r1
 }
 
 impl Default for EpochConfig {
@@ -855,6 +899,7 @@ impl Shared {
     ) -> Result<(), RunError> {
         let mut reported = bad.count;
         let mut epoch: Time = 1;
+        let mut sizer = EpochSizer::new(&self.run.epochs);
         let mut limit = self.run.epochs.max_records;
         let mut made = feed.made.get();
         while !self.run.stop.load(Ordering::Relaxed) {
@@ -872,10 +917,8 @@ impl Shared {
                 probe.less_than(&epoch) && !self.run.stop.load(Ordering::Relaxed)
             });
             let made_now = feed.made.get();
-            limit = self
-                .run
-                .epochs
-                .next_limit(drained, records, made_now - made);
+            let building = self.awaiting_catch_up.load(Ordering::Relaxed);
+            limit = sizer.next(drained, records, made_now - made, building);
             made = made_now;
             if drained && self.may_stop_caught_up() {
                 break;
@@ -1244,19 +1287,54 @@ fn peer(process: usize, message: &str) -> RunError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn epochs_grow_behind_the_log_end_while_their_output_is_small() {
-        let epochs = EpochConfig {
+    fn sizer() -> EpochSizer {
+        EpochSizer::new(&EpochConfig {
             max_latency: Duration::from_millis(100),
             max_records: 1000,
-        };
+        })
+    }
+
+    #[test]
+    fn epochs_grow_behind_the_log_end_while_their_output_is_small() {
         // Near the end: back to the limit, whatever the output.
-        assert_eq!(epochs.next_limit(true, 1000, 0), 1000);
+        assert_eq!(sizer().next(true, 1000, 0, false), 1000);
         // A group-by over few keys: as large as may be.
-        assert_eq!(epochs.next_limit(false, 1000, 50), 16_000);
+        assert_eq!(sizer().next(false, 1000, 50, false), 16_000);
+        assert_eq!(sizer().next(false, 1000, 50, true), 64_000);
         // A projection (one output change per record): the budget's size.
-        assert_eq!(epochs.next_limit(false, 1000, 1000), 4000);
+        assert_eq!(sizer().next(false, 1000, 1000, false), 4000);
+        assert_eq!(sizer().next(false, 1000, 1000, true), 4000);
         // A join that multiplies its input: never below the limit.
-        assert_eq!(epochs.next_limit(false, 1000, 100_000), 1000);
+        assert_eq!(sizer().next(false, 1000, 100_000, false), 1000);
+    }
+
+    #[test]
+    fn an_output_that_saturates_lets_epochs_grow_to_the_cap() {
+        // An aggregation over 500 keys: each epoch inserts or rewrites them.
+        let mut s = sizer();
+        assert_eq!(s.next(false, 1000, 430, true), 9302);
+        assert_eq!(s.next(false, 9302, 1000, true), 64_000);
+        // A projection keeps to the budget, epoch after epoch.
+        let mut s = sizer();
+        assert_eq!(s.next(false, 1000, 1000, true), 4000);
+        assert_eq!(s.next(false, 4000, 4000, true), 4000);
+        // A drained epoch forgets what the earlier ones made.
+        let mut s = sizer();
+        s.next(false, 1000, 430, true);
+        assert_eq!(s.next(true, 9302, 1000, true), 1000);
+        assert_eq!(s.next(false, 1000, 430, true), 9302);
+    }
+
+    #[test]
+    fn saturation_needs_a_larger_epoch_and_a_small_output() {
+        assert!(saturates((1000, 430), (9302, 1000)));
+        // Output in proportion to the input: a filter, a projection.
+        assert!(!saturates((1000, 100), (9000, 900)));
+        // Same size: nothing learned.
+        assert!(!saturates((1000, 430), (1000, 100)));
+        // Output over a quarter of the input.
+        assert!(!saturates((1000, 800), (4000, 1500)));
+        // Nothing made before: no rate to compare with.
+        assert!(!saturates((1000, 0), (9000, 10)));
     }
 }
