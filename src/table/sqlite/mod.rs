@@ -8,8 +8,8 @@
 //! writing another deployment, a CLI reading status): writes serialise on
 //! SQLite's write lock, every write transaction is `BEGIN IMMEDIATE` (so it
 //! never fails half-way for want of a lock it could have waited for), and a
-//! busy timeout of [`BUSY_TIMEOUT`] makes a writer wait for another's epoch
-//! rather than fail.
+//! busy handler that tries again every millisecond for [`BUSY_TIMEOUT`] makes
+//! a writer wait for another's epoch rather than fail.
 //!
 //! Durability: `synchronous=FULL`, so a commit that returned survives a power
 //! loss. Exactly-once needs only atomicity (a table and its offsets commit
@@ -104,6 +104,18 @@ use crate::value::Row;
 /// with `SQLITE_BUSY`. Epoch commits take milliseconds; a large replay epoch
 /// may take a second or two.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Waits for another writer by trying again every millisecond, for
+/// [`BUSY_TIMEOUT`] at least. SQLite's own busy handler backs off to 100 ms
+/// sleeps, so a live version's commit that waited behind a replay's long
+/// one woke up to 100 ms after the lock was free.
+fn poll_busy(tries: i32) -> bool {
+    if u128::try_from(tries).unwrap_or(0) >= BUSY_TIMEOUT.as_millis() {
+        return false;
+    }
+    std::thread::sleep(Duration::from_millis(1));
+    true
+}
 
 /// The catalog's layout version, in `kappa_meta`.
 const SCHEMA_VERSION: &str = "4";
@@ -316,7 +328,7 @@ impl SqliteStore {
     }
 
     fn configure(&mut self) -> Result<(), TableError> {
-        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        self.conn.busy_handler(Some(poll_busy))?;
         let mode: String = self
             .conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
