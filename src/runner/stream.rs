@@ -9,8 +9,9 @@
 //! `max_latency` when nothing arrives, so latency stays low when idle. The
 //! limit starts at `max_records` and grows up to 16 times that once an
 //! epoch fills up (behind the log end; 64 times for a version that is not
-//! live yet), so a backlog is applied in few large commits, as far as the
-//! output the worker made stays small (see `EpochSizer`). An epoch's rows
+//! live yet), so a backlog of a keyed output is applied in few large
+//! commits, as far as the output the worker made stays small (see
+//! `EpochSizer`). An epoch's rows
 //! are combined (`runner/combine.rs`) and inserted as they are read; the worker's report of the offsets they
 //! cover follows at the same epoch, before the epoch can close (see
 //! `read_epoch`). All output changes go to worker 0, which gathers each
@@ -60,9 +61,11 @@ use super::epochs::{Epoch, Gatherer};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
+use crate::schema::OutputSchema;
 use crate::sink::changelog::SinkTarget;
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
+use crate::table::deployment::is_bag;
 use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, this_process};
 
 /// How much larger than `max_records` an epoch may grow while far behind.
@@ -85,8 +88,8 @@ pub struct EpochConfig {
     /// Longest wait for records before an epoch is closed.
     pub max_latency: Duration,
     /// Most records one worker puts in one epoch near the log end (up to
-    /// 16 times more while far behind, when the output is small; 64 times
-    /// for a version that is not live yet).
+    /// 16 times more while far behind, for a keyed output that stays small;
+    /// 64 times for a version that is not live yet).
     pub max_records: usize,
 }
 
@@ -103,17 +106,26 @@ pub struct EpochConfig {
 /// over keys it has all met: its output is the keys, however many records
 /// an epoch reads), when the epoch may grow to the cap. Near the end epochs
 /// shrink back to `max_records` for latency.
+///
+/// Only a job with a keyed output grows its epochs: a bag (a projection, a
+/// filter, a join: the key is the whole row) writes each output row once
+/// whatever the epochs, so larger ones would only hold more rows in memory
+/// (about three epochs are in flight: one committing, one waiting for the
+/// committer, one being read).
 #[derive(Debug)]
 struct EpochSizer {
     max: usize,
+    /// Some output is keyed: larger epochs rewrite its keys less often.
+    grows: bool,
     /// The previous epoch's `(records, made)`, when it filled up.
     full: Option<(u64, u64)>,
 }
 
 impl EpochSizer {
-    fn new(config: &EpochConfig) -> EpochSizer {
+    fn new(config: &EpochConfig, outputs: &[OutputSchema]) -> EpochSizer {
         EpochSizer {
             max: config.max_records,
+            grows: outputs.iter().any(is_keyed),
             full: None,
         }
     }
@@ -124,7 +136,7 @@ impl EpochSizer {
     fn next(&mut self, drained: bool, records: u64, made: u64, building: bool) -> usize {
         let max = self.max;
         let previous = self.full.take();
-        if drained {
+        if drained || !self.grows {
             return max;
         }
         self.full = Some((records, made));
@@ -141,6 +153,12 @@ impl EpochSizer {
         let fits = (budget * records as u128 / (made as u128).max(1)).min(usize::MAX as u128);
         (fits as usize).clamp(max, cap)
     }
+}
+
+/// Whether an output's table is keyed: a change of a key's other columns
+/// rewrites its row (the table store's in-place update).
+fn is_keyed(output: &OutputSchema) -> bool {
+    !output.key.is_empty() && !is_bag(output)
 }
 
 /// Whether the output grew less than half as fast as the input from one
@@ -899,7 +917,7 @@ impl Shared {
     ) -> Result<(), RunError> {
         let mut reported = bad.count;
         let mut epoch: Time = 1;
-        let mut sizer = EpochSizer::new(&self.run.epochs);
+        let mut sizer = EpochSizer::new(&self.run.epochs, &self.run.plan.outputs);
         let mut limit = self.run.epochs.max_records;
         let mut made = feed.made.get();
         while !self.run.stop.load(Ordering::Relaxed) {
@@ -1287,11 +1305,35 @@ fn peer(process: usize, message: &str) -> RunError {
 mod tests {
     use super::*;
 
-    fn sizer() -> EpochSizer {
-        EpochSizer::new(&EpochConfig {
+    fn config() -> EpochConfig {
+        EpochConfig {
             max_latency: Duration::from_millis(100),
             max_records: 1000,
-        })
+        }
+    }
+
+    /// A sizer for a job with a keyed output (`k`, `n`; key `k`).
+    fn sizer() -> EpochSizer {
+        EpochSizer::new(&config(), &[output(vec![0])])
+    }
+
+    fn output(key: Vec<usize>) -> OutputSchema {
+        OutputSchema {
+            name: "o".into(),
+            columns: vec!["k".into(), "n".into()],
+            key,
+        }
+    }
+
+    #[test]
+    fn only_a_keyed_output_grows_epochs() {
+        for bag in [vec![0, 1], vec![]] {
+            let mut s = EpochSizer::new(&config(), &[output(bag)]);
+            assert_eq!(s.next(false, 1000, 50, true), 1000);
+            assert_eq!(s.next(false, 1000, 10, true), 1000);
+        }
+        let mut s = EpochSizer::new(&config(), &[output(vec![0, 1]), output(vec![0])]);
+        assert_eq!(s.next(false, 1000, 50, false), 16_000);
     }
 
     #[test]
