@@ -9,9 +9,8 @@
 //! `max_latency` when nothing arrives, so latency stays low when idle. The
 //! limit starts at `max_records` and grows up to 16 times that once an
 //! epoch fills up (behind the log end; 64 times for a version that is not
-//! live yet), so a backlog of a keyed output is applied in few large
-//! commits, as far as the output the worker made stays small (see
-//! `EpochSizer`). An epoch's rows
+//! live yet), so a backlog is applied in few large commits, as far as the
+//! output the worker made stays small (see `EpochSizer`). An epoch's rows
 //! are combined (`runner/combine.rs`) and inserted as they are read; the worker's report of the offsets they
 //! cover follows at the same epoch, before the epoch can close (see
 //! `read_epoch`). All output changes go to worker 0, which gathers each
@@ -88,8 +87,8 @@ pub struct EpochConfig {
     /// Longest wait for records before an epoch is closed.
     pub max_latency: Duration,
     /// Most records one worker puts in one epoch near the log end (up to
-    /// 16 times more while far behind, for a keyed output that stays small;
-    /// 64 times for a version that is not live yet).
+    /// 16 times more while far behind, when the output is small; 64 times
+    /// for a version that is not live yet).
     pub max_records: usize,
 }
 
@@ -107,16 +106,19 @@ pub struct EpochConfig {
 /// an epoch reads), when the epoch may grow to the cap. Near the end epochs
 /// shrink back to `max_records` for latency.
 ///
-/// Only a job with a keyed output grows its epochs: a bag (a projection, a
-/// filter, a join: the key is the whole row) writes each output row once
-/// whatever the epochs, so larger ones would only hold more rows in memory
-/// (about three epochs are in flight: one committing, one waiting for the
-/// committer, one being read).
+/// A job whose outputs are all bags (the key is the whole row) and whose
+/// output is at least half its input (a projection, a join, a filter that
+/// keeps most rows) keeps its epochs at `max_records`: it writes each row
+/// once whatever the epochs, so larger ones would only hold more rows in
+/// memory (about three epochs are in flight: one committing, one waiting
+/// for the committer, one being read). A bag that is small beside its
+/// input (Nexmark q7: the highest bids of each window) grows as a keyed
+/// output does: its dataflow does less work in fewer, larger epochs.
 #[derive(Debug)]
 struct EpochSizer {
     max: usize,
     /// Some output is keyed: larger epochs rewrite its keys less often.
-    grows: bool,
+    keyed: bool,
     /// The previous epoch's `(records, made)`, when it filled up.
     full: Option<(u64, u64)>,
 }
@@ -125,7 +127,7 @@ impl EpochSizer {
     fn new(config: &EpochConfig, outputs: &[OutputSchema]) -> EpochSizer {
         EpochSizer {
             max: config.max_records,
-            grows: outputs.iter().any(is_keyed),
+            keyed: outputs.iter().any(is_keyed),
             full: None,
         }
     }
@@ -136,7 +138,7 @@ impl EpochSizer {
     fn next(&mut self, drained: bool, records: u64, made: u64, building: bool) -> usize {
         let max = self.max;
         let previous = self.full.take();
-        if drained || !self.grows {
+        if drained || (!self.keyed && 2 * made >= records) {
             return max;
         }
         self.full = Some((records, made));
@@ -1326,14 +1328,18 @@ mod tests {
     }
 
     #[test]
-    fn only_a_keyed_output_grows_epochs() {
+    fn bags_as_large_as_their_input_do_not_grow_epochs() {
         for bag in [vec![0, 1], vec![]] {
+            let mut s = EpochSizer::new(&config(), &[output(bag.clone())]);
+            assert_eq!(s.next(false, 1000, 1000, true), 1000);
+            assert_eq!(s.next(false, 1000, 500, true), 1000);
+            // A bag small beside its input grows as a keyed output does.
             let mut s = EpochSizer::new(&config(), &[output(bag)]);
-            assert_eq!(s.next(false, 1000, 50, true), 1000);
-            assert_eq!(s.next(false, 1000, 10, true), 1000);
+            assert_eq!(s.next(false, 1000, 499, false), 8016);
+            assert_eq!(s.next(false, 1000, 50, false), 16_000);
         }
         let mut s = EpochSizer::new(&config(), &[output(vec![0, 1]), output(vec![0])]);
-        assert_eq!(s.next(false, 1000, 50, false), 16_000);
+        assert_eq!(s.next(false, 1000, 1000, false), 4000);
     }
 
     #[test]
