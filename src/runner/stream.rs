@@ -11,9 +11,9 @@
 //! epoch fills up (behind the log end; 64 times for a version that is not
 //! live yet), so a backlog is applied in few large commits, as far as the
 //! output the worker made stays small (see `EpochSizer`). An epoch's rows
-//! are combined (`runner/combine.rs`) and inserted as they are read; the worker's report of the offsets they
-//! cover follows at the same epoch, before the epoch can close (see
-//! `read_epoch`). All output changes go to worker 0, which gathers each
+//! are combined (`runner/combine.rs`) and inserted as they are read; the
+//! worker's report of the offsets they cover follows at the same epoch,
+//! before the epoch can close (see `read_epoch`). All output changes go to worker 0, which gathers each
 //! complete epoch (`runner/epochs.rs`) for the committer's thread, which
 //! writes it with its offsets in one transaction (`runner/commit.rs`)
 //! while the workers read on.
@@ -164,11 +164,11 @@ fn is_keyed(output: &OutputSchema) -> bool {
 }
 
 /// Whether the output grew less than half as fast as the input from one
-/// full epoch to a larger one (and stayed within the budget's quarter of
-/// the input): an aggregation whose keys have all been met.
+/// full epoch to one at least twice its size, and is at most a quarter of
+/// the input: an aggregation whose keys have all been met.
 fn saturates((r0, m0): (u64, u64), (r1, m1): (u64, u64)) -> bool {
     let (r0, m0, r1, m1) = (r0 as u128, m0 as u128, r1 as u128, m1 as u128);
-    m0 > 0 && r1 >= 2 * r0 && 2 * m1 * r0 <= m0 * r1 && m1 * OUTPUT_BUDGET as u128 <= r1
+    m0 > 0 && r1 >= 2 * r0 && 2 * m1 * r0 <= m0 * r1 && 4 * m1 <= r1
 }
 
 impl Default for EpochConfig {
