@@ -13,10 +13,10 @@
 //! output the worker made stays small (see `EpochSizer`). An epoch's rows
 //! are combined (`runner/combine.rs`) and inserted as they are read; the
 //! worker's report of the offsets they cover follows at the same epoch,
-//! before the epoch can close (see `read_epoch`). All output changes go to worker 0, which gathers each
-//! complete epoch (`runner/epochs.rs`) for the committer's thread, which
-//! writes it with its offsets in one transaction (`runner/commit.rs`)
-//! while the workers read on.
+//! before the epoch can close (see `read_epoch`). All output changes go to
+//! worker 0, which gathers each complete epoch (`runner/epochs.rs`) for the
+//! committer's thread, which writes it with its offsets in one transaction
+//! (`runner/commit.rs`) while the workers read on.
 //!
 //! Partitions are dealt to workers round-robin by global worker index, so a
 //! run across processes (timely's cluster mode) reads each partition in one
@@ -64,7 +64,7 @@ use crate::schema::OutputSchema;
 use crate::sink::changelog::SinkTarget;
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
-use crate::table::deployment::is_bag;
+use crate::table::deployment::is_keyed;
 use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, this_process};
 
 /// How much larger than `max_records` an epoch may grow while far behind.
@@ -106,12 +106,12 @@ pub struct EpochConfig {
 /// an epoch reads), when the epoch may grow to the cap. Near the end epochs
 /// shrink back to `max_records` for latency.
 ///
-/// A job whose outputs are all bags (the key is the whole row) and whose
-/// output is at least half its input (a projection, a join, a filter that
-/// keeps most rows) keeps its epochs at `max_records`: it writes each row
-/// once whatever the epochs, so larger ones would only hold more rows in
-/// memory (about three epochs are in flight: one committing, one waiting
-/// for the committer, one being read). A bag that is small beside its
+/// A job with no keyed output (each output a bag, whose key is the whole
+/// row, or without a key) and whose output is at least half its input (a
+/// projection, a join, a filter that keeps most rows) keeps its epochs at
+/// `max_records`: it writes each row once whatever the epochs, so larger
+/// ones would only hold more rows in memory (about three epochs are in
+/// flight: one committing, one waiting for the committer, one being read). A bag that is small beside its
 /// input (Nexmark q7: the highest bids of each window) grows as a keyed
 /// output does: its dataflow does less work in fewer, larger epochs.
 #[derive(Debug)]
@@ -155,12 +155,6 @@ impl EpochSizer {
         let fits = (budget * records as u128 / (made as u128).max(1)).min(usize::MAX as u128);
         (fits as usize).clamp(max, cap)
     }
-}
-
-/// Whether an output's table is keyed: a change of a key's other columns
-/// rewrites its row (the table store's in-place update).
-fn is_keyed(output: &OutputSchema) -> bool {
-    !output.key.is_empty() && !is_bag(output)
 }
 
 /// Whether the output grew less than half as fast as the input from one

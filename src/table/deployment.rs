@@ -336,6 +336,12 @@ pub fn is_bag(schema: &OutputSchema) -> bool {
     !schema.columns.is_empty() && (0..schema.columns.len()).all(|i| schema.key.contains(&i))
 }
 
+/// Whether an output's table is keyed: a key and other columns, so that a
+/// change of a key's other columns rewrites its row in place.
+pub fn is_keyed(schema: &OutputSchema) -> bool {
+    !schema.key.is_empty() && !is_bag(schema)
+}
+
 /// Where a deployment stands on one input partition.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InputOffset {

@@ -47,7 +47,7 @@ use crate::value::{Row, Value};
 
 use super::Lease;
 use super::catalog::{deployment_in, require_accepting, write_stats};
-use super::deployment::EpochStats;
+use super::deployment::{EpochStats, is_keyed};
 use super::ident::{quote, table_name};
 use super::outbox;
 use super::owner::require_lease;
@@ -99,7 +99,7 @@ impl TableSql {
             .filter(|i| !schema.key.contains(i))
             .map(|i| format!("{} = ?{}", columns[i], new(i)))
             .collect();
-        let keyed = !schema.key.is_empty() && !set.is_empty();
+        let keyed = is_keyed(schema);
         let insert = format!(
             "INSERT INTO {t} ({}, kappa_n) VALUES ({})",
             columns.join(", "),
