@@ -110,6 +110,17 @@ impl ColumnType {
         self.parse(text)
     }
 
+    /// [`ColumnType::parse`] of an integer's canonical text, given the
+    /// integer: no text is made where the type takes the integer as it is.
+    pub fn parse_int(self, i: i64) -> Result<Value, String> {
+        match self {
+            ColumnType::Any | ColumnType::Int | ColumnType::Number => Ok(Value::Int(i)),
+            ColumnType::Float => Ok(Value::float(i as f64)),
+            ColumnType::Time(_, reach) => reach_check(i, reach).map(Value::Int),
+            _ => self.parse(itoa::Buffer::new().format(i)),
+        }
+    }
+
     fn mismatch(self, text: &str) -> String {
         format!("expected {self}, found {text:?}")
     }
@@ -348,6 +359,20 @@ mod tests {
                     Err(_) => Err("invalid UTF-8".to_string()),
                 };
                 prop_assert_eq!(ty.parse_bytes(&bytes), expected, "{}", ty);
+            }
+        }
+
+        /// Typing an integer is typing its canonical text, for every type.
+        #[test]
+        fn parse_int_is_parse_of_the_text(
+            i in prop_oneof![any::<i64>(), -3i64..3, Just(i64::MIN), Just(i64::MAX - 5)],
+        ) {
+            let types = [ColumnType::Any, ColumnType::Int, ColumnType::Float, ColumnType::Number,
+                         ColumnType::Str, ColumnType::Bool, ColumnType::Date, ColumnType::Timestamp,
+                         ColumnType::Time(TimeUnit::Millis, Reach(10)),
+                         ColumnType::Time(TimeUnit::Seconds, Reach(0))];
+            for ty in types {
+                prop_assert_eq!(ty.parse_int(i), ty.parse(&i.to_string()), "{}", ty);
             }
         }
     }

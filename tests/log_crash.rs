@@ -24,7 +24,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kappa::log::rows::decode_fields;
+use kappa::log::rows::{RowFormat, decode_fields};
 use kappa::log::{Log, Record, partition_for_key};
 
 use crate::log_cli::{KAPPA, LogDir, read_partition};
@@ -132,7 +132,7 @@ fn check_produced(
         let mut ids = Vec::new();
         for (i, r) in recs.iter().enumerate() {
             assert_eq!(r.offset, i as u64, "partition {p}: offsets must be dense");
-            let fields = decode_fields(&r.value, 3).unwrap();
+            let fields = decode_fields(&r.value, RowFormat::Csv, 3).unwrap();
             let got: Vec<&str> = fields.iter().map(|f| f.as_str().unwrap()).collect();
             let id: u64 = got[0].parse().unwrap();
             assert_eq!(

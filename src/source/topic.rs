@@ -3,8 +3,8 @@
 //!
 //! The records come from a [`RecordLog`] (the embedded log or Kafka); how a
 //! record's value encodes a row is the input's [`ValueFormat`]. In the
-//! embedded log, values are JSON arrays (see [`crate::log::rows`]): in a CSV
-//! topic each element is a field's raw text and is typed with the same
+//! embedded log, values are rows of [`crate::log::rows`]: in a CSV topic
+//! each element is a field's raw text and is typed with the same
 //! [`ColumnType::parse`](crate::schema::ColumnType::parse) as a CSV file; in a
 //! JSON lines topic elements are already typed and only coerced. Kafka values
 //! are JSON objects (columns by name) or CSV lines, typed the same ways. So a
@@ -26,7 +26,7 @@ use super::late::LateFilter;
 use super::records::{LogTopic, RecordLog, RecordReader};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::format::{csv_reader, csv_width};
-use crate::log::rows::{RowFormat, borrowed_csv_fields, decode_fields, typed};
+use crate::log::rows::{self, RowFormat, borrowed_csv_fields, decode_fields, typed};
 use crate::log::{Log, Record, RecordRef};
 use crate::schema::{InputSchema, Projection};
 use crate::value::{Row, Value};
@@ -34,7 +34,7 @@ use crate::value::{Row, Value};
 /// How a record's value encodes a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueFormat {
-    /// The embedded log's rows: a JSON array of the topic's columns.
+    /// The embedded log's rows: one element per column of the topic.
     Array(RowFormat),
     /// A JSON object, columns by name (Kafka's default).
     Object,
@@ -290,13 +290,28 @@ impl PartitionRows {
         }
     }
 
-    /// A JSON array of the topic's columns (the embedded log's rows).
+    /// A row of the embedded log, one element per column of the topic.
     fn decode_array(
         &self,
         value: &[u8],
         format: RowFormat,
         options: &ReadOptions,
     ) -> Result<Row, (Option<usize>, String)> {
+        if rows::is_binary(value) {
+            let columns = self.input.schema.columns.len();
+            let elements = rows::elements(value, columns).map_err(|e| (None, e.to_string()))?;
+            let null = options.null.as_deref();
+            let mut row = Vec::with_capacity(self.projection.columns.len());
+            for &(col, ty) in &self.projection.columns {
+                row.push(
+                    elements[col]
+                        .typed(format, ty, null)
+                        .map_err(|e| (Some(col), e))?,
+                );
+            }
+            return self.checked(row);
+        }
+        // A version 0 value (a JSON array).
         if format == RowFormat::Csv {
             // Fast path: field texts borrowed from the value, no allocation
             // per field. Only strings without escapes borrow; anything else
@@ -307,7 +322,7 @@ impl PartitionRows {
                 return self.type_fields(&fields, options);
             }
         }
-        let mut fields = decode_fields(value, self.input.schema.columns.len())
+        let mut fields = decode_fields(value, format, self.input.schema.columns.len())
             .map_err(|e| (None, e.to_string()))?;
         let mut row = Vec::with_capacity(self.projection.columns.len());
         for &(col, ty) in &self.projection.columns {

@@ -265,7 +265,7 @@ impl Printer {
 
     /// The record's elements, one per column.
     fn fields(&self, rec: &Record) -> anyhow::Result<Vec<Json>> {
-        let Some(_) = self.rows else {
+        let Some(format) = self.rows else {
             return Ok(vec![Json::String(
                 String::from_utf8_lossy(&rec.value).into_owned(),
             )]);
@@ -273,7 +273,7 @@ impl Printer {
         if rec.is_tombstone() {
             return Ok(vec![Json::Null; self.columns.len()]);
         }
-        match decode_fields(&rec.value, self.columns.len()) {
+        match decode_fields(&rec.value, format, self.columns.len()) {
             Ok(f) => Ok(f),
             Err(e) => bail!("the value is not a row of this topic: {e}"),
         }

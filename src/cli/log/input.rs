@@ -301,7 +301,8 @@ fn json_row(
         .and_then(|i| fields[i].as_ref())
         .and_then(field_text)
         .map(|k| k.into_owned());
-    encode_json_row(fields.iter().map(Option::as_ref), value);
+    let refs: Vec<Option<&Json>> = fields.iter().map(Option::as_ref).collect();
+    encode_json_row(&refs, value);
     Ok(Row {
         line,
         key,
