@@ -51,7 +51,7 @@ pub struct TopicConfig {
     pub segment_bytes: u64,
     /// Column names of the records (CSV/JSON); empty until a producer sets them.
     pub columns: Vec<String>,
-    /// How record values encode rows (`rows.rs`); set with `columns`.
+    /// How record values encode rows (`rows/`); set with `columns`.
     pub row_format: Option<RowFormat>,
     /// How records are keyed, as the first producer keyed them; `None`
     /// until then (or for a topic written before kappa recorded it).
