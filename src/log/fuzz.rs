@@ -1,14 +1,49 @@
 //! Entry points for fuzzing the log's decoders on untrusted bytes: record
-//! frames, and a partition's segment and index files. Used by the `cargo
+//! frames, a partition's segment and index files, and row values. Used by the `cargo
 //! fuzz` targets in `fuzz/` (built with `--cfg fuzzing`) and by the property
 //! tests beside the decoders, so both exercise the same code.
 //!
 //! Each entry point panics only when the decoder breaks its contract: a
 //! record returned whose bytes do not re-encode to the frame it was read
-//! from (so its checksum did not really hold), or offsets that go back.
+//! from (so its checksum did not really hold), offsets that go back, or a
+//! row's elements that do not read back from their own encoding.
 
 use super::record::{Decoded, RecordIn, decode, encode};
 use super::{Log, Start, TopicConfig};
+
+/// Reads `bytes` as a record value of each row format, with as many
+/// columns as a binary value claims (else three), typed as several column
+/// types: rows or errors, never a panic. Elements read from a binary value
+/// must read back, the same, from what they encode to.
+pub fn decode_row_value(bytes: &[u8]) {
+    use super::rows::{RowFormat, binary, decode_fields, decode_row};
+    use crate::schema::ColumnType;
+    let columns = match binary::decode(bytes) {
+        Ok(elements) => {
+            let mut again = Vec::new();
+            binary::encode(elements.len(), elements.iter().copied(), &mut again);
+            let reread = binary::decode(&again);
+            assert_eq!(
+                reread.as_deref(),
+                Ok(&elements[..]),
+                "elements not their encoding"
+            );
+            elements.len()
+        }
+        Err(_) => 3,
+    };
+    for format in [RowFormat::Csv, RowFormat::Jsonl] {
+        let _ = decode_fields(bytes, format, columns);
+        for ty in [
+            ColumnType::Any,
+            ColumnType::Int,
+            ColumnType::Str,
+            ColumnType::Timestamp,
+        ] {
+            let _ = decode_row(bytes, format, &vec![ty; columns]);
+        }
+    }
+}
 
 /// Decodes frames back to back from `bytes`, as a reader scans a segment.
 /// Every record returned must be exactly the frame it came from.
