@@ -111,9 +111,10 @@ pub struct EpochConfig {
 /// projection, a join, a filter that keeps most rows) keeps its epochs at
 /// `max_records`: it writes each row once whatever the epochs, so larger
 /// ones would only hold more rows in memory (about three epochs are in
-/// flight: one committing, one waiting for the committer, one being read). A bag that is small beside its
-/// input (Nexmark q7: the highest bids of each window) grows as a keyed
-/// output does: its dataflow does less work in fewer, larger epochs.
+/// flight: one committing, one waiting for the committer, one being read).
+/// A bag that is small beside its input (Nexmark q7: the highest bids of
+/// each window) grows as a keyed output does: its dataflow does less work
+/// in fewer, larger epochs.
 #[derive(Debug)]
 struct EpochSizer {
     max: usize,
