@@ -21,9 +21,9 @@
 //! passes through an intermediate state the epoch does not describe):
 //! - `diff < 0`: delete the row if its count is exactly `-diff`, else
 //!   decrement it if it is larger, else fail;
-//! - `diff > 0`: increment the row if present, else insert it; in a bag
-//!   table with a unique index (`swap::create_table`), one upsert does
-//!   both, unless the row holds a NULL (NULLs never conflict in an index).
+//! - `diff > 0`: increment the row if present, else insert it; for a bag's
+//!   row without a NULL, one upsert does both (a bag's rows without one are
+//!   kept where a unique key finds them, `swap::create_table`).
 //!
 //! An updated row of a keyed output — the retraction of a row and the
 //! insertion of another with the same key and count, as a group whose
@@ -35,7 +35,9 @@
 //! Each statement is prepared once per table (`prepare_cached`) and matches
 //! the row with `"c" IS ?i AND typeof("c") = typeof(?i)` on every column, so
 //! NULLs match and `1` never matches `1.0`; SQLite uses the key index for the
-//! `IS` terms. That is one or two index lookups per change.
+//! `IS` terms. That is one or two index lookups per change. A bag's row
+//! without a NULL is matched by its primary key instead: `"c" = ?i` on
+//! every column and the float mask.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,7 +53,7 @@ use super::deployment::{EpochStats, is_keyed};
 use super::ident::{quote, table_name};
 use super::outbox;
 use super::owner::require_lease;
-use super::swap;
+use super::swap::{self, Layout};
 use super::{InputOffset, SinkSpec};
 use super::{SqliteStore, TableError};
 
@@ -64,15 +66,25 @@ pub(super) struct TableSql {
     /// The output key's columns; `None` for a bag (the key is the whole
     /// row, so no two changes share a key).
     key: Option<Vec<usize>>,
+    /// On the table of rows matched column by column: the version table,
+    /// or a split bag's table of rows with a NULL.
     delete: String,
     decrement: String,
     increment: String,
     insert: String,
-    /// Insert or increment, for a table whose whole row is a unique key.
-    upsert: Option<String>,
     replace: String,
     /// Whether a row is stored (parameters `?1..?n`).
     stored: String,
+    /// For a bag's rows without a NULL, where a unique key finds them.
+    exact: Option<ExactSql>,
+}
+
+/// The statements for rows a unique key finds: insert or increment in one
+/// statement, and the retractions.
+struct ExactSql {
+    upsert: String,
+    delete: String,
+    decrement: String,
 }
 
 impl TableSql {
@@ -83,16 +95,20 @@ impl TableSql {
         version: u32,
     ) -> Result<TableSql, TableError> {
         let table = table_name(&schema.name, version);
-        let unique = swap::has_unique_key(conn, &table)?;
+        let layout = swap::layout(conn, &table)?;
         let n = schema.columns.len();
         let count = n + 1;
+        let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
         let matches: Vec<String> = (1..=n)
-            .zip(&schema.columns)
-            .map(|(i, c)| format!("{c} IS ?{i} AND typeof({c}) = typeof(?{i})", c = quote(c)))
+            .zip(&columns)
+            .map(|(i, c)| format!("{c} IS ?{i} AND typeof({c}) = typeof(?{i})"))
             .collect();
         let matches = matches.join(" AND ");
-        let t = quote(&table);
-        let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
+        let general = match layout {
+            Layout::Split => swap::nulls_table(&table),
+            Layout::Indexed | Layout::UniqueIndexed => table.clone(),
+        };
+        let t = quote(&general);
         let values: Vec<String> = (1..=count).map(|i| format!("?{i}")).collect();
         let new = |i: usize| count + 1 + i;
         let set: Vec<String> = (0..n)
@@ -105,10 +121,20 @@ impl TableSql {
             columns.join(", "),
             values.join(", ")
         );
-        Ok(TableSql {
-            upsert: unique.then(|| {
-                format!("{insert} ON CONFLICT DO UPDATE SET kappa_n = kappa_n + excluded.kappa_n")
+        let delete = format!("DELETE FROM {t} WHERE {matches} AND kappa_n = ?{count}");
+        let decrement = format!(
+            "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
+        );
+        let exact = match layout {
+            Layout::Indexed => None,
+            Layout::UniqueIndexed => Some(ExactSql {
+                upsert: format!("{insert} {ADD_ON_CONFLICT}"),
+                delete: delete.clone(),
+                decrement: decrement.clone(),
             }),
+            Layout::Split => Some(ExactSql::split(&table, &columns)),
+        };
+        Ok(TableSql {
             key: keyed.then(|| schema.key.clone()),
             // The new row's absence is checked by `stored` first: a `NOT
             // EXISTS` on the table being updated made SQLite materialize
@@ -118,15 +144,46 @@ impl TableSql {
                 set.join(", "),
             ),
             stored: format!("SELECT 1 FROM {t} WHERE {matches} LIMIT 1"),
-            delete: format!("DELETE FROM {t} WHERE {matches} AND kappa_n = ?{count}"),
-            decrement: format!(
-                "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
-            ),
+            delete,
+            decrement,
             increment: format!("UPDATE {t} SET kappa_n = kappa_n + ?{count} WHERE {matches}"),
             insert,
+            exact,
             table,
             arity: n,
         })
+    }
+}
+
+/// Adds an inserted row's count to the stored equal row instead.
+const ADD_ON_CONFLICT: &str = "ON CONFLICT DO UPDATE SET kappa_n = kappa_n + excluded.kappa_n";
+
+impl ExactSql {
+    /// On a split bag's exact table, keyed by the row and its float mask
+    /// (no column holds NULL there, so `=` is exact).
+    fn split(table: &str, columns: &[String]) -> ExactSql {
+        let n = columns.len();
+        let count = n + 1;
+        let mask = swap::float_mask(n);
+        let t = quote(&swap::exact_table(table));
+        let values: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
+        let key: Vec<String> = (1..=n)
+            .zip(columns)
+            .map(|(i, c)| format!("{c} = ?{i}"))
+            .chain([format!("kappa_mask = {mask}")])
+            .collect();
+        let key = key.join(" AND ");
+        ExactSql {
+            upsert: format!(
+                "INSERT INTO {t} ({}, kappa_mask, kappa_n) VALUES ({}, {mask}, ?{count}) {ADD_ON_CONFLICT}",
+                columns.join(", "),
+                values.join(", "),
+            ),
+            delete: format!("DELETE FROM {t} WHERE {key} AND kappa_n = ?{count}"),
+            decrement: format!(
+                "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {key} AND kappa_n > ?{count}"
+            ),
+        }
     }
 }
 
@@ -215,9 +272,21 @@ pub(super) fn apply(
         .collect();
     let mut delete = conn.prepare_cached(&sql.delete)?;
     let mut decrement = conn.prepare_cached(&sql.decrement)?;
+    let mut exact = match &sql.exact {
+        Some(e) => Some((
+            conn.prepare_cached(&e.upsert)?,
+            conn.prepare_cached(&e.delete)?,
+            conn.prepare_cached(&e.decrement)?,
+        )),
+        None => None,
+    };
     for (row, diff) in rows.iter().copied().filter(|(_, d)| *d < 0) {
         let n = -(*diff as i64);
-        if run(&mut delete, sql, row, n)? == 0 && run(&mut decrement, sql, row, n)? == 0 {
+        let (delete, decrement) = match exact.as_mut().filter(|_| is_exact(row)) {
+            Some((_, delete, decrement)) => (delete, decrement),
+            None => (&mut delete, &mut decrement),
+        };
+        if run(delete, sql, row, n)? == 0 && run(decrement, sql, row, n)? == 0 {
             return Err(TableError::RetractMissing {
                 table: sql.table.clone(),
                 row: format!("{row:?}"),
@@ -227,13 +296,9 @@ pub(super) fn apply(
     }
     let mut increment = conn.prepare_cached(&sql.increment)?;
     let mut insert = conn.prepare_cached(&sql.insert)?;
-    let mut upsert = match &sql.upsert {
-        Some(upsert) => Some(conn.prepare_cached(upsert)?),
-        None => None,
-    };
     for (row, diff) in rows.iter().copied().filter(|(_, d)| *d > 0) {
         let n = *diff as i64;
-        if let Some(upsert) = upsert.as_mut().filter(|_| conflicts(row)) {
+        if let Some((upsert, _, _)) = exact.as_mut().filter(|_| is_exact(row)) {
             run(upsert, sql, row, n)?;
         } else if run(&mut increment, sql, row, n)? == 0 {
             run(&mut insert, sql, row, n)?;
@@ -242,9 +307,10 @@ pub(super) fn apply(
     Ok(())
 }
 
-/// Whether a stored equal row would conflict with `row` in a unique index:
-/// SQLite's NULLs (a NaN float is stored as one) never do.
-fn conflicts(row: &Row) -> bool {
+/// Whether a unique key finds `row`: whether it holds no NULL (a NaN float
+/// is stored as one), as NULLs never conflict in a unique index and a
+/// primary key cannot hold them.
+fn is_exact(row: &Row) -> bool {
     row.iter().all(|v| match v {
         Value::Null => false,
         Value::Float(f) => !f.get().is_nan(),

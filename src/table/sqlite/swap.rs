@@ -127,7 +127,7 @@ impl SqliteStore {
             }
         }
         for table in d.tables() {
-            tx.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(&table)))?;
+            drop_table(&tx, &table)?;
         }
         for sql in [
             "DELETE FROM kappa_outputs WHERE deployment = ?1",
@@ -191,52 +191,81 @@ fn drop_in(conn: &Connection, id: i64) -> Result<(), TableError> {
     }
     let d = deployment_in(conn, id)?;
     for table in d.tables() {
-        conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(&table)))?;
+        drop_table(conn, &table)?;
     }
     set_state(conn, id, DeploymentState::Dropped)?;
     Ok(())
 }
 
-/// Most columns a bag's unique index covers (see [`create_table`]).
-const UNIQUE_BAG_COLUMNS: usize = 62;
+/// Most columns a bag's float mask covers (see [`create_table`]).
+const MASKED_BAG_COLUMNS: usize = 62;
 
-/// Creates a version table: the output's columns without declared types,
-/// the multiplicity `kappa_n`, and an index on the key columns.
+/// The table of a split bag's rows without a NULL (see [`create_table`]).
+pub(super) fn exact_table(table: &str) -> String {
+    format!("kappa_rows__{table}")
+}
+
+/// The table of a split bag's rows with a NULL (see [`create_table`]).
+pub(super) fn nulls_table(table: &str) -> String {
+    format!("kappa_nulls__{table}")
+}
+
+/// Creates a version table: the output's columns without declared types
+/// and the multiplicity `kappa_n`, each distinct row stored once.
 ///
-/// A bag's index (its key is the whole row, each distinct row stored once)
-/// is UNIQUE, so that adding a row is one upsert rather than a failed
-/// update and an insert (`epoch.rs`). SQLite's equality is not the row's:
-/// an integer equals a float of the same value, so the index also holds a
-/// mask of which columns are floats; and NULLs never conflict, so a row
-/// with a NULL takes the update-then-insert path. Wider bags (the mask is
-/// one integer) and tables made before keep a plain index.
+/// A keyed output's table, and a bag's too wide for the mask, is one table
+/// with an index on the key columns. A bag (its key is the whole row) is
+/// split in two behind a view of the version table's name, so that adding
+/// a row is one upsert into one B-tree (`epoch.rs`):
+/// - `kappa_rows__TABLE`, `WITHOUT ROWID`, its primary key the row's
+///   columns and `kappa_mask`, which columns are floats: SQLite's equality
+///   takes an integer for an equal float, the row's does not. A primary
+///   key cannot hold NULL, so this holds the rows without one;
+/// - `kappa_nulls__TABLE`, the rows with a NULL (a NaN float is stored as
+///   one), indexed on their columns and matched column by column.
+///
+/// Readers see one table: every row is in exactly one of the two.
 pub(super) fn create_table(
     conn: &Connection,
     table: &str,
     schema: &OutputSchema,
 ) -> Result<(), TableError> {
     let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
+    let list = columns.join(", ");
+    let multiplicity = "kappa_n INTEGER NOT NULL CHECK (kappa_n > 0)";
+    if is_bag(schema) && columns.len() <= MASKED_BAG_COLUMNS {
+        let (exact, nulls) = (quote(&exact_table(table)), nulls_table(table));
+        conn.execute_batch(&format!(
+            "CREATE TABLE {exact} ({list}, kappa_mask INTEGER NOT NULL, {multiplicity}, \
+             PRIMARY KEY ({list}, kappa_mask)) WITHOUT ROWID;
+             CREATE VIEW {} AS SELECT {list}, kappa_n FROM {exact} \
+             UNION ALL SELECT {list}, kappa_n FROM {};",
+            quote(table),
+            quote(&nulls),
+        ))?;
+        return create_indexed(conn, &nulls, &columns, &columns);
+    }
+    let key: Vec<String> = schema.key.iter().map(|&k| columns[k].clone()).collect();
+    create_indexed(conn, table, &columns, &key)
+}
+
+/// A table of `columns` and `kappa_n`, with an index on `key` if it has one.
+fn create_indexed(
+    conn: &Connection,
+    table: &str,
+    columns: &[String],
+    key: &[String],
+) -> Result<(), TableError> {
     conn.execute_batch(&format!(
         "CREATE TABLE {} ({}, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0))",
         quote(table),
         columns.join(", ")
     ))?;
-    if schema.key.is_empty() {
+    if key.is_empty() {
         return Ok(());
     }
-    let mut key: Vec<String> = schema.key.iter().map(|&k| columns[k].clone()).collect();
-    let unique = is_bag(schema) && columns.len() <= UNIQUE_BAG_COLUMNS;
-    if unique {
-        let floats: Vec<String> = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("(typeof({c}) = 'real') * {}", 1u64 << i))
-            .collect();
-        key.push(format!("({})", floats.join(" + ")));
-    }
     conn.execute_batch(&format!(
-        "CREATE {}INDEX {} ON {} ({})",
-        if unique { "UNIQUE " } else { "" },
+        "CREATE INDEX {} ON {} ({})",
         quote(&format!("kappa_key__{table}")),
         quote(table),
         key.join(", ")
@@ -244,8 +273,36 @@ pub(super) fn create_table(
     Ok(())
 }
 
-/// Whether `table`'s key index is unique (see [`create_table`]).
-pub(super) fn has_unique_key(conn: &Connection, table: &str) -> Result<bool, TableError> {
+/// The SQL expression of the float mask of a row bound as `?1..?n`.
+pub(super) fn float_mask(arity: usize) -> String {
+    let bits: Vec<String> = (0..arity)
+        .map(|i| format!("(typeof(?{}) = 'real') * {}", i + 1, 1u64 << i))
+        .collect();
+    format!("({})", bits.join(" + "))
+}
+
+/// How a version table stores its rows (see [`create_table`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Layout {
+    /// One table with a plain index on the key (or none).
+    Indexed,
+    /// One table whose index over the row and its float mask is UNIQUE:
+    /// a bag made by a kappa from before the split.
+    UniqueIndexed,
+    /// A bag split into an exact table and a table of rows with a NULL.
+    Split,
+}
+
+/// How `table` stores its rows.
+pub(super) fn layout(conn: &Connection, table: &str) -> Result<Layout, TableError> {
+    let split: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [exact_table(table)],
+        |r| r.get(0),
+    )?;
+    if split {
+        return Ok(Layout::Split);
+    }
     let unique: Option<bool> = conn
         .query_row(
             "SELECT \"unique\" FROM pragma_index_list(?1) WHERE name = ?2",
@@ -253,7 +310,26 @@ pub(super) fn has_unique_key(conn: &Connection, table: &str) -> Result<bool, Tab
             |r| r.get(0),
         )
         .optional()?;
-    Ok(unique.unwrap_or(false))
+    Ok(if unique.unwrap_or(false) {
+        Layout::UniqueIndexed
+    } else {
+        Layout::Indexed
+    })
+}
+
+/// Drops a version table, whatever its layout.
+pub(super) fn drop_table(conn: &Connection, table: &str) -> Result<(), TableError> {
+    if layout(conn, table)? == Layout::Split {
+        conn.execute_batch(&format!(
+            "DROP VIEW IF EXISTS {}; DROP TABLE {}; DROP TABLE IF EXISTS {};",
+            quote(table),
+            quote(&exact_table(table)),
+            quote(&nulls_table(table)),
+        ))?;
+    } else {
+        conn.execute_batch(&format!("DROP TABLE IF EXISTS {}", quote(table)))?;
+    }
+    Ok(())
 }
 
 /// (Re)defines the view `OUTPUT` to select from `table`.

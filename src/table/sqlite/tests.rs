@@ -214,53 +214,104 @@ fn quotes_and_semicolons_in_values_are_data() {
     assert_eq!(store.deployments().unwrap().len(), 1);
 }
 
-#[test]
-fn a_bag_adds_by_upsert_keeping_ints_floats_and_nulls_apart() {
-    let (dir, mut store) = store();
-    let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
-    let d = store
-        .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
-        .unwrap();
-    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
-    assert!(swap::has_unique_key(&conn, "bag__v1").unwrap());
-    let rows = [
+/// Rows a bag keeps apart: an integer and an equal float, NULLs, a NaN
+/// (stored as NULL), text; each once.
+fn bag_rows() -> Vec<Row> {
+    vec![
         row(&[Value::Int(1), s("a")]),
         row(&[Value::float(1.0), s("a")]),
         row(&[Value::Null, s("a")]),
         row(&[Value::Int(1), Value::Null]),
         row(&[Value::float(-0.5), s("b")]),
-    ];
-    let once: Vec<(Row, isize)> = rows.iter().map(|r| (r.clone(), 1)).collect();
-    commit(&mut store, d.id, vec![once.clone()], 1).unwrap();
-    commit(&mut store, d.id, vec![once], 2).unwrap();
-    let mut want: Vec<(Row, isize)> = rows.iter().map(|r| (r.clone(), 2)).collect();
+        row(&[s("1"), s("a")]),
+    ]
+}
+
+/// Commits every bag row twice, checks the table, then retracts each once
+/// (a decrement) and then again (a delete).
+fn bag_round_trip(store: &mut SqliteStore, id: i64) {
+    let rows = bag_rows();
+    let with = |diff| rows.iter().map(|r| (r.clone(), diff)).collect::<Vec<_>>();
+    commit(store, id, vec![with(1)], 1).unwrap();
+    commit(store, id, vec![with(1)], 2).unwrap();
+    let mut want = with(2);
     want.sort();
     assert_eq!(store.read_rows("bag__v1").unwrap(), want);
-    let distinct: i64 = conn
-        .query_row("SELECT count(*) FROM bag__v1", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(distinct, 5, "each distinct row is stored once");
+    commit(store, id, vec![with(-1)], 3).unwrap();
+    let mut want = with(1);
+    want.sort();
+    assert_eq!(store.read_rows("bag__v1").unwrap(), want);
+    commit(store, id, vec![with(-1)], 4).unwrap();
+    assert!(store.read_rows("bag__v1").unwrap().is_empty());
+    let err = commit(store, id, vec![vec![(rows[0].clone(), -1)]], 5).unwrap_err();
+    assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
+}
+
+fn count(conn: &Connection, table: &str) -> i64 {
+    conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
 }
 
 #[test]
-fn a_bag_made_with_a_plain_index_still_adds_by_update_and_insert() {
+fn a_bag_keeps_rows_without_nulls_under_a_primary_key() {
     let (dir, mut store) = store();
-    let outputs = vec![schema("bag", &["k"], &[0])];
+    let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
+    let d = store
+        .create_deployment(&new_deployment("j", outputs, DeploymentState::Building))
+        .unwrap();
+    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    assert_eq!(swap::layout(&conn, "bag__v1").unwrap(), swap::Layout::Split);
+    let once: Vec<(Row, isize)> = bag_rows().into_iter().map(|r| (r, 1)).collect();
+    commit(&mut store, d.id, vec![once.clone()], 1).unwrap();
+    commit(&mut store, d.id, vec![once], 2).unwrap();
+    assert_eq!(
+        count(&conn, "bag__v1"),
+        6,
+        "each distinct row is stored once"
+    );
+    assert_eq!(count(&conn, "kappa_rows__bag__v1"), 4);
+    assert_eq!(count(&conn, "kappa_nulls__bag__v1"), 2);
+    store.drop_deployment(d.id).unwrap();
+    let objects = count(&conn, "sqlite_master WHERE name LIKE '%bag__v1'");
+    assert_eq!(objects, 0, "the view and both tables are dropped");
+}
+
+#[test]
+fn a_bag_retracts_from_either_table() {
+    let (_dir, mut store) = store();
+    let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
     let d = store
         .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
         .unwrap();
-    // As versions before the unique index made it.
-    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
-    conn.execute_batch(
-        "DROP INDEX kappa_key__bag__v1; CREATE INDEX kappa_key__bag__v1 ON bag__v1 (k)",
-    )
-    .unwrap();
-    assert!(!swap::has_unique_key(&conn, "bag__v1").unwrap());
-    let once = vec![(row(&[Value::Int(1)]), 1), (row(&[Value::float(1.0)]), 1)];
-    commit(&mut store, d.id, vec![once.clone()], 1).unwrap();
-    commit(&mut store, d.id, vec![once], 2).unwrap();
-    let want = vec![(row(&[Value::Int(1)]), 2), (row(&[Value::float(1.0)]), 2)];
-    let mut got = store.read_rows("bag__v1").unwrap();
-    got.sort();
-    assert_eq!(got, want);
+    bag_round_trip(&mut store, d.id);
+}
+
+/// Bags made by earlier versions, one table with a plain or a UNIQUE
+/// index over the row (and its float mask), still take every change.
+#[test]
+fn a_bag_made_as_one_indexed_table_still_works() {
+    for unique in [false, true] {
+        let (dir, mut store) = store();
+        let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
+        let d = store
+            .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
+            .unwrap();
+        let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+        let (index, mask, layout) = match unique {
+            true => (
+                "UNIQUE INDEX",
+                ", ((typeof(k) = 'real') * 1 + (typeof(v) = 'real') * 2)",
+                swap::Layout::UniqueIndexed,
+            ),
+            false => ("INDEX", "", swap::Layout::Indexed),
+        };
+        conn.execute_batch(&format!(
+            "DROP VIEW bag__v1; DROP TABLE kappa_rows__bag__v1; DROP TABLE kappa_nulls__bag__v1;
+             CREATE TABLE bag__v1 (k, v, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0));
+             CREATE {index} kappa_key__bag__v1 ON bag__v1 (k, v{mask});"
+        ))
+        .unwrap();
+        assert_eq!(swap::layout(&conn, "bag__v1").unwrap(), layout);
+        bag_round_trip(&mut store, d.id);
+    }
 }
