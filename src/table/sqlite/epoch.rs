@@ -85,6 +85,8 @@ struct ExactSql {
     upsert: String,
     delete: String,
     decrement: String,
+    /// The row's float mask is parameter `?{n+2}`.
+    masked: bool,
 }
 
 impl TableSql {
@@ -131,6 +133,7 @@ impl TableSql {
                 upsert: format!("{insert} {ADD_ON_CONFLICT}"),
                 delete: delete.clone(),
                 decrement: decrement.clone(),
+                masked: false,
             }),
             Layout::Split => Some(ExactSql::split(&table, &columns)),
         };
@@ -164,7 +167,7 @@ impl ExactSql {
     fn split(table: &str, columns: &[String]) -> ExactSql {
         let n = columns.len();
         let count = n + 1;
-        let mask = swap::float_mask(n);
+        let mask = format!("?{}", n + 2);
         let t = quote(&swap::exact_table(table));
         let values: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
         let key: Vec<String> = (1..=n)
@@ -183,6 +186,7 @@ impl ExactSql {
             decrement: format!(
                 "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {key} AND kappa_n > ?{count}"
             ),
+            masked: true,
         }
     }
 }
@@ -277,16 +281,20 @@ pub(super) fn apply(
             conn.prepare_cached(&e.upsert)?,
             conn.prepare_cached(&e.delete)?,
             conn.prepare_cached(&e.decrement)?,
+            e.masked,
         )),
         None => None,
     };
     for (row, diff) in rows.iter().copied().filter(|(_, d)| *d < 0) {
         let n = -(*diff as i64);
-        let (delete, decrement) = match exact.as_mut().filter(|_| is_exact(row)) {
-            Some((_, delete, decrement)) => (delete, decrement),
-            None => (&mut delete, &mut decrement),
+        let done = match exact.as_mut().filter(|_| is_exact(row)) {
+            Some((_, delete, decrement, masked)) => {
+                run_masked(delete, sql, *masked, row, n)? > 0
+                    || run_masked(decrement, sql, *masked, row, n)? > 0
+            }
+            None => run(&mut delete, sql, row, n)? > 0 || run(&mut decrement, sql, row, n)? > 0,
         };
-        if run(delete, sql, row, n)? == 0 && run(decrement, sql, row, n)? == 0 {
+        if !done {
             return Err(TableError::RetractMissing {
                 table: sql.table.clone(),
                 row: format!("{row:?}"),
@@ -298,8 +306,8 @@ pub(super) fn apply(
     let mut insert = conn.prepare_cached(&sql.insert)?;
     for (row, diff) in rows.iter().copied().filter(|(_, d)| *d > 0) {
         let n = *diff as i64;
-        if let Some((upsert, _, _)) = exact.as_mut().filter(|_| is_exact(row)) {
-            run(upsert, sql, row, n)?;
+        if let Some((upsert, _, _, masked)) = exact.as_mut().filter(|_| is_exact(row)) {
+            run_masked(upsert, sql, *masked, row, n)?;
         } else if run(&mut increment, sql, row, n)? == 0 {
             run(&mut insert, sql, row, n)?;
         }
@@ -394,6 +402,26 @@ fn run(
     }
     stmt.raw_bind_parameter(sql.arity + 1, count)?;
     Ok(stmt.raw_execute()?)
+}
+
+/// [`run`], with the row's float mask bound as `?{n+2}` if `masked`: which
+/// columns hold floats, bit `i` for column `i` (`swap::create_table`).
+fn run_masked(
+    stmt: &mut Statement<'_>,
+    sql: &TableSql,
+    masked: bool,
+    row: &Row,
+    count: i64,
+) -> Result<usize, TableError> {
+    if masked {
+        let mask = row
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| matches!(v, Value::Float(_)))
+            .fold(0i64, |m, (i, _)| m | 1 << i);
+        stmt.raw_bind_parameter(sql.arity + 2, mask)?;
+    }
+    run(stmt, sql, row, count)
 }
 
 /// Upserts the offsets, refusing any that would go back.

@@ -273,14 +273,6 @@ fn create_indexed(
     Ok(())
 }
 
-/// The SQL expression of the float mask of a row bound as `?1..?n`.
-pub(super) fn float_mask(arity: usize) -> String {
-    let bits: Vec<String> = (0..arity)
-        .map(|i| format!("(typeof(?{}) = 'real') * {}", i + 1, 1u64 << i))
-        .collect();
-    format!("({})", bits.join(" + "))
-}
-
 /// How a version table stores its rows (see [`create_table`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Layout {
