@@ -230,7 +230,7 @@ fn streams_across_processes_equal_batch_also_when_the_process_count_changes() {
     let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
     let changed = conn
         .execute(
-            "UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'",
+            "UPDATE kappa_rows__groups__v1 SET count = count + 1 WHERE user = 'u3'",
             [],
         )
         .unwrap();

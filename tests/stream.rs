@@ -180,7 +180,7 @@ fn stream_with_kills_equals_batch_for_every_job() {
     stream_with_kills_equals_batch(&w, || {
         let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
         conn.execute(
-            "UPDATE groups__v1 SET count = count + 1 WHERE user = 'u3'",
+            "UPDATE kappa_rows__groups__v1 SET count = count + 1 WHERE user = 'u3'",
             [],
         )
         .unwrap();

@@ -21,23 +21,25 @@
 //! passes through an intermediate state the epoch does not describe):
 //! - `diff < 0`: delete the row if its count is exactly `-diff`, else
 //!   decrement it if it is larger, else fail;
-//! - `diff > 0`: increment the row if present, else insert it; for a bag's
-//!   row without a NULL, one upsert does both (a bag's rows without one are
-//!   kept where a unique key finds them, `swap::create_table`).
+//! - `diff > 0`: increment the row if present, else insert it; for a row
+//!   without a NULL, one upsert does both (such rows are kept where a unique
+//!   key finds them, `swap::create_table`).
 //!
-//! An updated row of a keyed output — the retraction of a row and the
-//! insertion of another with the same key and count, as a group whose
-//! aggregates changed — is one lookup that finds the new row not stored
-//! yet, then one statement that rewrites the old row's non-key columns in
-//! place when the old row holds exactly that count; otherwise it is applied
-//! as the two changes it is.
+//! A row without a NULL is matched by its table's primary key: `"c" = ?i`
+//! on every column and the mask of which columns are floats, one lookup in
+//! one B-tree per statement.
 //!
-//! Each statement is prepared once per table (`prepare_cached`) and matches
-//! the row with `"c" IS ?i AND typeof("c") = typeof(?i)` on every column, so
-//! NULLs match and `1` never matches `1.0`; SQLite uses the key index for the
-//! `IS` terms. That is one or two index lookups per change. A bag's row
-//! without a NULL is matched by its primary key instead: `"c" = ?i` on
-//! every column and the float mask.
+//! A row with a NULL, and every row of a table made before the split
+//! (`swap::Layout`), is matched with `"c" IS ?i AND typeof("c") =
+//! typeof(?i)` on every column, so NULLs match and `1` never matches `1.0`;
+//! SQLite uses the key index for the `IS` terms. An updated row of a keyed
+//! output among them — the retraction of a row and the insertion of another
+//! with the same key and count, as a group whose aggregates changed — is
+//! one lookup that finds the new row not stored yet, then one statement that
+//! rewrites the old row's non-key columns in place when the old row holds
+//! exactly that count; otherwise it is applied as the two changes it is.
+//!
+//! Each statement is prepared once per table (`prepare_cached`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,7 +69,7 @@ pub(super) struct TableSql {
     /// row, so no two changes share a key).
     key: Option<Vec<usize>>,
     /// On the table of rows matched column by column: the version table,
-    /// or a split bag's table of rows with a NULL.
+    /// or a split one's table of rows with a NULL.
     delete: String,
     decrement: String,
     increment: String,
@@ -75,7 +77,8 @@ pub(super) struct TableSql {
     replace: String,
     /// Whether a row is stored (parameters `?1..?n`).
     stored: String,
-    /// For a bag's rows without a NULL, where a unique key finds them.
+    /// For the rows without a NULL, where a unique key finds them: a split
+    /// table's, or a bag's with a unique index.
     exact: Option<ExactSql>,
 }
 
@@ -255,12 +258,22 @@ pub(super) fn apply(
     rows: &[(Row, isize)],
 ) -> Result<(), TableError> {
     let mut done = vec![false; rows.len()];
-    if let Some(key) = &sql.key {
+    // A split table rewrites in place only its rows with a NULL: the others
+    // are a delete and an upsert by primary key, in one B-tree.
+    let split = sql.exact.is_some();
+    let in_place = sql
+        .key
+        .as_ref()
+        .filter(|_| !split || rows.iter().any(|(r, _)| !is_exact(r)));
+    if let Some(key) = in_place {
         let mut replace = conn.prepare_cached(&sql.replace)?;
         let mut stored = conn.prepare_cached(&sql.stored)?;
         for (old, new) in updates(key, rows) {
             let (old_row, diff) = &rows[old];
             let new_row = &rows[new].0;
+            if split && (is_exact(old_row) || is_exact(new_row)) {
+                continue;
+            }
             if !is_stored(&mut stored, sql, new_row)?
                 && replace_row(&mut replace, sql, old_row, -(*diff as i64), new_row)? > 0
             {

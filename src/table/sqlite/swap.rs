@@ -197,15 +197,15 @@ fn drop_in(conn: &Connection, id: i64) -> Result<(), TableError> {
     Ok(())
 }
 
-/// Most columns a bag's float mask covers (see [`create_table`]).
-const MASKED_BAG_COLUMNS: usize = 62;
+/// Most columns the float mask covers (see [`create_table`]).
+const MASKED_COLUMNS: usize = 62;
 
-/// The table of a split bag's rows without a NULL (see [`create_table`]).
+/// The table of a split version's rows without a NULL (see [`create_table`]).
 pub(super) fn exact_table(table: &str) -> String {
     format!("kappa_rows__{table}")
 }
 
-/// The table of a split bag's rows with a NULL (see [`create_table`]).
+/// The table of a split version's rows with a NULL (see [`create_table`]).
 pub(super) fn nulls_table(table: &str) -> String {
     format!("kappa_nulls__{table}")
 }
@@ -213,40 +213,47 @@ pub(super) fn nulls_table(table: &str) -> String {
 /// Creates a version table: the output's columns without declared types
 /// and the multiplicity `kappa_n`, each distinct row stored once.
 ///
-/// A keyed output's table, and a bag's too wide for the mask, is one table
-/// with an index on the key columns. A bag (its key is the whole row) is
-/// split in two behind a view of the version table's name, so that adding
-/// a row is one upsert into one B-tree (`epoch.rs`):
-/// - `kappa_rows__TABLE`, `WITHOUT ROWID`, its primary key the row's
-///   columns and `kappa_mask`, which columns are floats: SQLite's equality
-///   takes an integer for an equal float, the row's does not. A primary
-///   key cannot hold NULL, so this holds the rows without one;
+/// An output with a key is split in two behind a view of the version
+/// table's name, so that a row is added, removed or counted by one lookup
+/// in one B-tree (`epoch.rs`):
+/// - `kappa_rows__TABLE`, `WITHOUT ROWID`, its primary key the key
+///   columns, then the others, then `kappa_mask`, which columns are
+///   floats: SQLite's equality takes an integer for an equal float, the
+///   row's does not. A primary key cannot hold NULL, so this holds the
+///   rows without one;
 /// - `kappa_nulls__TABLE`, the rows with a NULL (a NaN float is stored as
-///   one), indexed on their columns and matched column by column.
+///   one), indexed on the key and matched column by column.
 ///
-/// Readers see one table: every row is in exactly one of the two.
+/// Readers see one table: every row is in exactly one of the two. An
+/// output without a key, or too wide for the mask, is one table with an
+/// index on its key columns.
 pub(super) fn create_table(
     conn: &Connection,
     table: &str,
     schema: &OutputSchema,
 ) -> Result<(), TableError> {
     let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
-    let list = columns.join(", ");
-    let multiplicity = "kappa_n INTEGER NOT NULL CHECK (kappa_n > 0)";
-    if is_bag(schema) && columns.len() <= MASKED_BAG_COLUMNS {
-        let (exact, nulls) = (quote(&exact_table(table)), nulls_table(table));
-        conn.execute_batch(&format!(
-            "CREATE TABLE {exact} ({list}, kappa_mask INTEGER NOT NULL, {multiplicity}, \
-             PRIMARY KEY ({list}, kappa_mask)) WITHOUT ROWID;
-             CREATE VIEW {} AS SELECT {list}, kappa_n FROM {exact} \
-             UNION ALL SELECT {list}, kappa_n FROM {};",
-            quote(table),
-            quote(&nulls),
-        ))?;
-        return create_indexed(conn, &nulls, &columns, &columns);
-    }
     let key: Vec<String> = schema.key.iter().map(|&k| columns[k].clone()).collect();
-    create_indexed(conn, table, &columns, &key)
+    if key.is_empty() || columns.len() > MASKED_COLUMNS {
+        return create_indexed(conn, table, &columns, &key);
+    }
+    let list = columns.join(", ");
+    let others = (0..columns.len()).filter(|i| !schema.key.contains(i));
+    let primary: Vec<&str> = (schema.key.iter().copied().chain(others))
+        .map(|i| columns[i].as_str())
+        .chain(["kappa_mask"])
+        .collect();
+    let (exact, nulls) = (quote(&exact_table(table)), nulls_table(table));
+    conn.execute_batch(&format!(
+        "CREATE TABLE {exact} ({list}, kappa_mask INTEGER NOT NULL, \
+         kappa_n INTEGER NOT NULL CHECK (kappa_n > 0), PRIMARY KEY ({})) WITHOUT ROWID;
+         CREATE VIEW {} AS SELECT {list}, kappa_n FROM {exact} \
+         UNION ALL SELECT {list}, kappa_n FROM {};",
+        primary.join(", "),
+        quote(table),
+        quote(&nulls),
+    ))?;
+    create_indexed(conn, &nulls, &columns, &key)
 }
 
 /// A table of `columns` and `kappa_n`, with an index on `key` if it has one.
@@ -281,7 +288,7 @@ pub(super) enum Layout {
     /// One table whose index over the row and its float mask is UNIQUE:
     /// a bag made by a kappa from before the split.
     UniqueIndexed,
-    /// A bag split into an exact table and a table of rows with a NULL.
+    /// An exact table and a table of rows with a NULL.
     Split,
 }
 

@@ -315,3 +315,56 @@ fn a_bag_made_as_one_indexed_table_still_works() {
         bag_round_trip(&mut store, d.id);
     }
 }
+
+/// A keyed table's updates between rows with and without NULLs: each row
+/// moves to the table it now belongs in, and the view shows the output.
+#[test]
+fn a_keyed_row_moves_between_the_exact_and_the_nulls_table() {
+    let (dir, mut store) = store();
+    let outputs = vec![schema("groups", &["k", "v"], &[0])];
+    let d = store
+        .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
+        .unwrap();
+    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    assert_eq!(
+        swap::layout(&conn, "groups__v1").unwrap(),
+        swap::Layout::Split
+    );
+    let kv = |k: Value, v: Value| row(&[k, v]);
+    let (a, b, null) = (s("a"), s("b"), Value::Null);
+    let epochs = [
+        vec![
+            (kv(a.clone(), Value::Int(1)), 1),
+            (kv(b.clone(), null.clone()), 1),
+            (kv(null.clone(), Value::Int(2)), 1),
+        ],
+        vec![
+            (kv(a.clone(), Value::Int(1)), -1),
+            (kv(a.clone(), Value::float(1.0)), 1),
+            (kv(b.clone(), null.clone()), -1),
+            (kv(b.clone(), Value::Int(3)), 1),
+            (kv(null.clone(), Value::Int(2)), -1),
+            (kv(null.clone(), null.clone()), 1),
+        ],
+        vec![
+            (kv(a.clone(), Value::float(1.0)), -1),
+            (kv(a.clone(), null.clone()), 1),
+        ],
+    ];
+    let mut model = std::collections::BTreeMap::new();
+    for (e, changes) in epochs.iter().enumerate() {
+        commit(&mut store, d.id, vec![changes.clone()], e as u64 + 1).unwrap();
+        for (r, diff) in changes {
+            *model.entry(r.clone()).or_insert(0) += diff;
+        }
+        model.retain(|_, n| *n != 0);
+        let want: Vec<(Row, isize)> = model.iter().map(|(r, n)| (r.clone(), *n)).collect();
+        assert_eq!(store.read_rows("groups__v1").unwrap(), want, "epoch {e}");
+    }
+    assert_eq!(count(&conn, "kappa_rows__groups__v1"), 1, "b,3");
+    assert_eq!(
+        count(&conn, "kappa_nulls__groups__v1"),
+        2,
+        "a,NULL and NULL,NULL"
+    );
+}
