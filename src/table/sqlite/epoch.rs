@@ -165,8 +165,8 @@ impl TableSql {
 const ADD_ON_CONFLICT: &str = "ON CONFLICT DO UPDATE SET kappa_n = kappa_n + excluded.kappa_n";
 
 impl ExactSql {
-    /// On a split bag's exact table, keyed by the row and its float mask
-    /// (no column holds NULL there, so `=` is exact).
+    /// On a split version's exact table, keyed by the row and its float
+    /// mask (no column holds NULL there, so `=` is exact).
     fn split(table: &str, columns: &[String]) -> ExactSql {
         let n = columns.len();
         let count = n + 1;
@@ -259,7 +259,8 @@ pub(super) fn apply(
 ) -> Result<(), TableError> {
     let mut done = vec![false; rows.len()];
     // A split table rewrites in place only its rows with a NULL: the others
-    // are a delete and an upsert by primary key, in one B-tree.
+    // are a delete and an upsert by primary key, in one B-tree. (A keyed
+    // table with `exact` statements is split: only bags had unique indexes.)
     let split = sql.exact.is_some();
     let in_place = sql
         .key
@@ -426,7 +427,8 @@ fn run_masked(
     row: &Row,
     count: i64,
 ) -> Result<usize, TableError> {
-    if masked {
+    // A row of the wrong arity is left to `run` to report.
+    if masked && row.len() == sql.arity {
         let mask = row
             .iter()
             .enumerate()
