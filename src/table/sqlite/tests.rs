@@ -214,8 +214,8 @@ fn quotes_and_semicolons_in_values_are_data() {
     assert_eq!(store.deployments().unwrap().len(), 1);
 }
 
-/// Rows a bag keeps apart: an integer and an equal float, NULLs, a NaN
-/// (stored as NULL), text; each once.
+/// Rows a bag keeps apart: an integer, an equal float and equal text,
+/// NULLs; each once.
 fn bag_rows() -> Vec<Row> {
     vec![
         row(&[Value::Int(1), s("a")]),
@@ -247,6 +247,22 @@ fn bag_round_trip(store: &mut SqliteStore, id: i64) {
     assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
 }
 
+/// A store with one deployment of output `name` (columns `k`, `v`, keyed
+/// by `key`) in `state`, and a connection of its own to the database.
+fn one_output(
+    name: &str,
+    key: &[usize],
+    state: DeploymentState,
+) -> (tempfile::TempDir, SqliteStore, i64, Connection) {
+    let (dir, mut store) = store();
+    let outputs = vec![schema(name, &["k", "v"], key)];
+    let d = store
+        .create_deployment(&new_deployment("j", outputs, state))
+        .unwrap();
+    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    (dir, store, d.id, conn)
+}
+
 fn count(conn: &Connection, table: &str) -> i64 {
     conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .unwrap()
@@ -254,16 +270,11 @@ fn count(conn: &Connection, table: &str) -> i64 {
 
 #[test]
 fn a_bag_keeps_rows_without_nulls_under_a_primary_key() {
-    let (dir, mut store) = store();
-    let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
-    let d = store
-        .create_deployment(&new_deployment("j", outputs, DeploymentState::Building))
-        .unwrap();
-    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+    let (_dir, mut store, id, conn) = one_output("bag", &[0, 1], DeploymentState::Building);
     assert_eq!(swap::layout(&conn, "bag__v1").unwrap(), swap::Layout::Split);
     let once: Vec<(Row, isize)> = bag_rows().into_iter().map(|r| (r, 1)).collect();
-    commit(&mut store, d.id, vec![once.clone()], 1).unwrap();
-    commit(&mut store, d.id, vec![once], 2).unwrap();
+    commit(&mut store, id, vec![once.clone()], 1).unwrap();
+    commit(&mut store, id, vec![once], 2).unwrap();
     assert_eq!(
         count(&conn, "bag__v1"),
         6,
@@ -271,19 +282,15 @@ fn a_bag_keeps_rows_without_nulls_under_a_primary_key() {
     );
     assert_eq!(count(&conn, "kappa_rows__bag__v1"), 4);
     assert_eq!(count(&conn, "kappa_nulls__bag__v1"), 2);
-    store.drop_deployment(d.id).unwrap();
+    store.drop_deployment(id).unwrap();
     let objects = count(&conn, "sqlite_master WHERE name LIKE '%bag__v1'");
     assert_eq!(objects, 0, "the view and both tables are dropped");
 }
 
 #[test]
 fn a_bag_retracts_from_either_table() {
-    let (_dir, mut store) = store();
-    let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
-    let d = store
-        .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
-        .unwrap();
-    bag_round_trip(&mut store, d.id);
+    let (_dir, mut store, id, _) = one_output("bag", &[0, 1], DeploymentState::Live);
+    bag_round_trip(&mut store, id);
 }
 
 /// Bags made by earlier versions, one table with a plain or a UNIQUE
@@ -291,12 +298,7 @@ fn a_bag_retracts_from_either_table() {
 #[test]
 fn a_bag_made_as_one_indexed_table_still_works() {
     for unique in [false, true] {
-        let (dir, mut store) = store();
-        let outputs = vec![schema("bag", &["k", "v"], &[0, 1])];
-        let d = store
-            .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
-            .unwrap();
-        let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
+        let (_dir, mut store, id, conn) = one_output("bag", &[0, 1], DeploymentState::Live);
         let (index, mask, layout) = match unique {
             true => (
                 "UNIQUE INDEX",
@@ -312,24 +314,13 @@ fn a_bag_made_as_one_indexed_table_still_works() {
         ))
         .unwrap();
         assert_eq!(swap::layout(&conn, "bag__v1").unwrap(), layout);
-        bag_round_trip(&mut store, d.id);
+        bag_round_trip(&mut store, id);
     }
 }
 
-/// A keyed table's updates between rows with and without NULLs: each row
-/// moves to the table it now belongs in, and the view shows the output.
-#[test]
-fn a_keyed_row_moves_between_the_exact_and_the_nulls_table() {
-    let (dir, mut store) = store();
-    let outputs = vec![schema("groups", &["k", "v"], &[0])];
-    let d = store
-        .create_deployment(&new_deployment("j", outputs, DeploymentState::Live))
-        .unwrap();
-    let conn = Connection::open(dir.path().join("sub/tables.db")).unwrap();
-    assert_eq!(
-        swap::layout(&conn, "groups__v1").unwrap(),
-        swap::Layout::Split
-    );
+/// Updates of a keyed output between rows with and without NULLs, epoch
+/// by epoch; after each the table holds exactly the model.
+fn keyed_updates(store: &mut SqliteStore, id: i64) {
     let kv = |k: Value, v: Value| row(&[k, v]);
     let (a, b, null) = (s("a"), s("b"), Value::Null);
     let epochs = [
@@ -353,7 +344,7 @@ fn a_keyed_row_moves_between_the_exact_and_the_nulls_table() {
     ];
     let mut model = std::collections::BTreeMap::new();
     for (e, changes) in epochs.iter().enumerate() {
-        commit(&mut store, d.id, vec![changes.clone()], e as u64 + 1).unwrap();
+        commit(store, id, vec![changes.clone()], e as u64 + 1).unwrap();
         for (r, diff) in changes {
             *model.entry(r.clone()).or_insert(0) += diff;
         }
@@ -361,10 +352,41 @@ fn a_keyed_row_moves_between_the_exact_and_the_nulls_table() {
         let want: Vec<(Row, isize)> = model.iter().map(|(r, n)| (r.clone(), *n)).collect();
         assert_eq!(store.read_rows("groups__v1").unwrap(), want, "epoch {e}");
     }
+}
+
+/// A keyed row moves to the table it now belongs in, and the view shows
+/// the output.
+#[test]
+fn a_keyed_row_moves_between_the_exact_and_the_nulls_table() {
+    let (_dir, mut store, id, conn) = one_output("groups", &[0], DeploymentState::Live);
+    assert_eq!(
+        swap::layout(&conn, "groups__v1").unwrap(),
+        swap::Layout::Split
+    );
+    keyed_updates(&mut store, id);
     assert_eq!(count(&conn, "kappa_rows__groups__v1"), 1, "b,3");
     assert_eq!(
         count(&conn, "kappa_nulls__groups__v1"),
         2,
         "a,NULL and NULL,NULL"
     );
+}
+
+/// A keyed output made as one table with an index on its key, by earlier
+/// versions, still takes every update (in place where it can).
+#[test]
+fn a_keyed_table_made_as_one_indexed_table_still_works() {
+    let (_dir, mut store, id, conn) = one_output("groups", &[0], DeploymentState::Live);
+    conn.execute_batch(
+        "DROP VIEW groups__v1; DROP TABLE kappa_rows__groups__v1; DROP TABLE kappa_nulls__groups__v1;
+         CREATE TABLE groups__v1 (k, v, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0));
+         CREATE INDEX kappa_key__groups__v1 ON groups__v1 (k);",
+    )
+    .unwrap();
+    assert_eq!(
+        swap::layout(&conn, "groups__v1").unwrap(),
+        swap::Layout::Indexed
+    );
+    keyed_updates(&mut store, id);
+    assert_eq!(count(&conn, "groups__v1"), 3);
 }
