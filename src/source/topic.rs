@@ -299,7 +299,9 @@ impl PartitionRows {
     ) -> Result<Row, (Option<usize>, String)> {
         if rows::is_binary(value) {
             let columns = self.input.schema.columns.len();
-            let elements = rows::elements(value, columns).map_err(|e| (None, e.to_string()))?;
+            let mut elements = rows::Elements::new();
+            rows::elements_into(value, columns, &mut elements)
+                .map_err(|e| (None, e.to_string()))?;
             let null = options.null.as_deref();
             let mut row = Vec::with_capacity(self.projection.columns.len());
             for &(col, ty) in &self.projection.columns {

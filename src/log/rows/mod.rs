@@ -34,6 +34,8 @@
 
 pub mod binary;
 
+pub use binary::Elements;
+
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
@@ -221,10 +223,21 @@ pub fn is_binary(value: &[u8]) -> bool {
 }
 
 /// The elements of a binary row value, checked to number `columns`.
-pub fn elements(value: &[u8], columns: usize) -> Result<SmallVec<[Element<'_>; 16]>, RowError> {
-    let elements = binary::decode(value).map_err(|detail| RowError::Malformed { detail })?;
+pub fn elements(value: &[u8], columns: usize) -> Result<Elements<'_>, RowError> {
+    let mut elements = Elements::new();
+    elements_into(value, columns, &mut elements)?;
+    Ok(elements)
+}
+
+/// [`elements`] into a buffer the caller keeps (see [`binary::decode_into`]).
+pub fn elements_into<'a>(
+    value: &'a [u8],
+    columns: usize,
+    elements: &mut Elements<'a>,
+) -> Result<(), RowError> {
+    binary::decode_into(value, elements).map_err(|detail| RowError::Malformed { detail })?;
     match elements.len() == columns {
-        true => Ok(elements),
+        true => Ok(()),
         false => Err(RowError::Arity {
             expected: columns,
             found: elements.len(),
