@@ -721,3 +721,40 @@ fn topics_of_json_rows_stay_readable() {
     assert_eq!(sorted(&table), sorted(&batch));
     assert_eq!(sorted(&batch).len(), keys.len(), "{batch}");
 }
+
+/// A backlog read in small epochs: a keyed output's epochs are merged into
+/// a few commits (each group written once a commit, not once an epoch),
+/// while a bag as large as its input is committed epoch by epoch; both
+/// tables equal `table verify`'s recomputation.
+#[test]
+fn a_backlog_of_groups_is_committed_in_a_few_transactions() {
+    let w = World::new();
+    w.ok(&["log", "create", "clicks", "--partitions", "2"]);
+    let rows: Vec<String> = (0..20_000).map(|i| format!("k{},{i}", i % 50)).collect();
+    let file = w.write("clicks.csv", &format!("key,n\n{}\n", rows.join("\n")));
+    w.ok(&["log", "produce", "clicks", "--file", &file]);
+    let small = [
+        "-i",
+        "input=clicks",
+        "--max-batch",
+        "50",
+        "--until-caught-up",
+        "-q",
+    ];
+    w.ok(&[&["stream", "count-by", "-p", "key=key"], &small[..]].concat());
+    w.ok(&[&["stream", "distinct"], &small[..]].concat());
+    let commits = |output: &str| {
+        let d = w.store().find_by_output(output, None).unwrap();
+        (d.progress.epochs, d.progress.records_applied)
+    };
+    let (counts, applied) = commits("counts");
+    assert_eq!(applied, 20_000);
+    // Epochs of 50 to 800 records a worker: at least 13 of them.
+    assert!(counts <= 3, "count-by committed {counts} epochs");
+    let (distinct, _) = commits("distinct");
+    assert!(distinct >= 13, "distinct committed only {distinct} epochs");
+    for output in ["counts", "distinct"] {
+        let verify = w.ok(&["table", "verify", output]);
+        assert!(verify.contains("identical"), "{verify}");
+    }
+}

@@ -8,6 +8,9 @@
 //! Invariants (the exactly-once mechanism):
 //! - epochs are committed in order, each exactly once, and only when the
 //!   dataflow's frontier has passed it (no more changes at that time can come);
+//!   while far behind, consecutive epochs may be merged into one commit
+//!   ([`Hold`]), with the last one's offsets, and whatever is held is
+//!   committed when the run ends;
 //! - an epoch's offsets are exactly those of the records inserted at that
 //!   epoch (workers record them before inserting the rows), so after any
 //!   crash the table and its offsets agree;
@@ -38,6 +41,32 @@ use crate::value::Row;
 
 /// How often a running stream prints a progress (or idle) line.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Longest a live version's epochs are held back for merging (see [`Hold`]):
+/// readers see a stream that is catching up move on at least this often.
+const HOLD_LIVE: Duration = Duration::from_secs(1);
+
+/// The same for a version that is not live yet: no one reads it before
+/// the swap, so the bound only limits what a crash makes the next owner
+/// read again.
+const HOLD_BUILDING: Duration = Duration::from_secs(10);
+
+/// When the committer merges epochs rather than commit each: while the log
+/// holds at least `lag` records beyond the epochs it has (so the next comes
+/// as soon as the workers have read it), up to `changes` output changes,
+/// and for at most [`HOLD_LIVE`] ([`HOLD_BUILDING`]). A keyed output
+/// rewrites every group an epoch changed, so a backlog cut into epochs (the
+/// first ones small, while the epoch sizer learns what the job makes) was
+/// written once per epoch; merged, each group is written once per commit.
+/// Merging is exactly-once as committing each is: the merged changes and
+/// the last epoch's offsets go in one transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct Hold {
+    /// Least lag, in records, behind the log end after the epochs held.
+    pub lag: u64,
+    /// Most output changes held (after merging).
+    pub changes: usize,
+}
 
 /// What a worker tells the committer about one epoch, through the
 /// dataflow, at that epoch's time: sent before the worker inserts the
@@ -149,6 +178,10 @@ pub struct Committer {
     seed: bool,
     /// Where committed epochs' rows are freed (see [`Committer::free`]).
     freer: Option<SyncSender<Changes>>,
+    /// When epochs may be merged before they are committed.
+    hold: Option<Hold>,
+    /// The epochs received and not committed yet, merged, and since when.
+    held: Option<(Epoch, Instant)>,
 }
 
 /// The committer's fixed parts.
@@ -169,6 +202,9 @@ pub struct CommitterSetup {
     pub metrics: Option<Arc<StreamMetrics>>,
     /// Changelog sinks, and which output each carries.
     pub sinks: Vec<Sink>,
+    /// When epochs may be merged before they are committed (never with
+    /// sinks: each epoch's changes are their messages).
+    pub hold: Option<Hold>,
 }
 
 impl Committer {
@@ -181,6 +217,7 @@ impl Committer {
             .progress
             .epochs
             == 0;
+        let hold = setup.hold.filter(|_| setup.sinks.is_empty());
         let mut committer = Committer {
             caught_up: false,
             catch_up: setup.catch_up,
@@ -204,6 +241,8 @@ impl Committer {
             outbox_pending: false,
             seed,
             freer: None,
+            hold,
+            held: None,
         };
         committer.refresh_lag();
         // What the last owner committed but did not get to send.
@@ -231,11 +270,50 @@ impl Committer {
         let time = epoch.time;
         self.bad_rows += epoch.log.bad_rows;
         if time > 0 || (self.seed && !epoch.is_unchanged()) {
-            self.commit(epoch)?;
+            self.commit_or_hold(epoch)?;
         }
         self.seed = false;
         self.next = time + 1;
         self.after_epoch()
+    }
+
+    /// Commits `epoch`, merged with the epochs held, or holds it too (see
+    /// [`Hold`]).
+    fn commit_or_hold(&mut self, epoch: Epoch) -> Result<(), TableError> {
+        let (merged, since) = match self.held.take() {
+            Some((mut held, since)) => {
+                held.absorb(epoch);
+                (held, since)
+            }
+            None => (epoch, Instant::now()),
+        };
+        if self.may_hold(&merged, since) {
+            self.held = Some((merged, since));
+            return Ok(());
+        }
+        self.commit(merged)
+    }
+
+    /// Whether `epoch` (merged since `since`) may wait for the next one.
+    fn may_hold(&self, epoch: &Epoch, since: Instant) -> bool {
+        let Some(hold) = self.hold else {
+            return false;
+        };
+        let (longest, caught_up_at) = match &self.catch_up {
+            Some(c) => (HOLD_BUILDING, c.max_lag),
+            None => (HOLD_LIVE, 0),
+        };
+        epoch.changes() <= hold.changes
+            && since.elapsed() < longest
+            && self.lag_after(&epoch.log.offsets) >= hold.lag.max(caught_up_at + 1)
+    }
+
+    /// Commits the epochs held, if any: the run is over (nothing more comes).
+    pub fn flush(&mut self) -> Result<(), TableError> {
+        match self.held.take() {
+            Some((epoch, _)) => self.commit(epoch),
+            None => Ok(()),
+        }
     }
 
     /// Runs the committer on a thread of its own, so that a large commit
@@ -266,6 +344,8 @@ impl Committer {
                         return;
                     }
                 }
+                let result = self.flush();
+                after(&self, result);
             })?;
         Ok((to, thread))
     }
@@ -554,25 +634,16 @@ impl Committer {
 
     /// Lag per partition: the log's end offset minus the committed offset.
     pub fn refresh_lag(&mut self) {
-        let mut lag = Vec::new();
-        for (topic, log) in &self.topics {
-            for partition in 0..log.partitions() {
-                let Some(bounds) = log.bounds_for_lag(partition) else {
-                    continue;
-                };
-                let at = self
-                    .positions
-                    .get(&(topic.clone(), partition))
-                    .copied()
-                    .unwrap_or(0);
-                lag.push(PartitionLag {
-                    topic: topic.clone(),
-                    partition,
-                    lag: bounds.end.saturating_sub(at),
-                });
-            }
+        self.lag = lag_at(&self.topics, &self.positions);
+    }
+
+    /// The total lag there would be once `offsets` were committed.
+    fn lag_after(&self, offsets: &[InputOffset]) -> u64 {
+        let mut positions = self.positions.clone();
+        for o in offsets {
+            positions.insert((o.topic.clone(), o.partition), o.next);
         }
-        self.lag = lag;
+        lag_at(&self.topics, &positions).iter().map(|l| l.lag).sum()
     }
 
     /// An idle epoch: the lag metric stays current (the log may grow while
@@ -613,6 +684,32 @@ impl Committer {
             count(stats.bad_rows_total, "bad row")
         );
     }
+}
+
+/// Per partition of each topic, its log end minus `positions` (the next
+/// offset to apply).
+fn lag_at(
+    topics: &BTreeMap<String, Arc<dyn RecordLog>>,
+    positions: &BTreeMap<(String, u32), u64>,
+) -> Vec<PartitionLag> {
+    let mut lag = Vec::new();
+    for (topic, log) in topics {
+        for partition in 0..log.partitions() {
+            let Some(bounds) = log.bounds_for_lag(partition) else {
+                continue;
+            };
+            let at = positions
+                .get(&(topic.clone(), partition))
+                .copied()
+                .unwrap_or(0);
+            lag.push(PartitionLag {
+                topic: topic.clone(),
+                partition,
+                lag: bounds.end.saturating_sub(at),
+            });
+        }
+    }
+    lag
 }
 
 /// True when a commit was refused because the deployment is no longer

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::commit::{EpochReport, LastRecord};
-use super::order::sort_consolidate;
+use super::order::{merge_runs, sort_consolidate};
 use super::outputs::OutputChange;
 use crate::job::Time;
 use crate::table::InputOffset;
@@ -58,6 +58,55 @@ impl Epoch {
     /// Whether the epoch changes no output.
     pub fn is_unchanged(&self) -> bool {
         self.outputs.iter().all(Vec::is_empty)
+    }
+
+    /// Output changes it holds, over all outputs.
+    pub fn changes(&self) -> usize {
+        self.outputs.iter().map(Vec::len).sum()
+    }
+
+    /// Takes in the next epoch, `later`, so that committing the result is
+    /// committing both in one transaction: each output's changes added up
+    /// (a group updated in both is written once, a row added in one and
+    /// removed in the other not at all), each partition where `later` left
+    /// it. The time is `later`'s, the close time the earlier one's.
+    pub fn absorb(&mut self, later: Epoch) {
+        debug_assert!(later.time > self.time, "epochs are absorbed in order");
+        self.time = later.time;
+        self.log.absorb(later.log);
+        for (mine, theirs) in self.outputs.iter_mut().zip(later.outputs) {
+            *mine = merge_runs(vec![std::mem::take(mine), theirs]);
+        }
+    }
+}
+
+impl EpochLog {
+    /// `later`'s positions, last records and late totals replace this
+    /// log's for the same partition; counts add up.
+    fn absorb(&mut self, later: EpochLog) {
+        replace_or_add(&mut self.offsets, later.offsets, |a, b| {
+            (&a.input, a.partition) == (&b.input, b.partition)
+        });
+        replace_or_add(&mut self.last_records, later.last_records, |a, b| {
+            (&a.input, a.partition) == (&b.input, b.partition)
+        });
+        replace_or_add(&mut self.late, later.late, |a, b| {
+            (&a.0, a.1) == (&b.0, b.1)
+        });
+        self.records += later.records;
+        self.bad_rows += later.bad_rows;
+        self.closed = self.closed.or(later.closed);
+    }
+}
+
+/// Each of `later` replaces the entry of `list` that is `same` as it, or
+/// is added (lists of one entry per partition: a handful).
+fn replace_or_add<T>(list: &mut Vec<T>, later: Vec<T>, same: impl Fn(&T, &T) -> bool) {
+    for new in later {
+        match list.iter_mut().find(|old| same(old, &new)) {
+            Some(old) => *old = new,
+            None => list.push(new),
+        }
     }
 }
 
@@ -225,6 +274,71 @@ mod tests {
         let mut g = Gatherer::new(1, true);
         g.stash(&mut vec![change(0, 0)]);
         assert!(!g.ready(|_| true).expect("epoch 0").is_unchanged());
+    }
+
+    fn offset(partition: u32, next: u64) -> InputOffset {
+        InputOffset {
+            input: "input".into(),
+            topic: "t".into(),
+            partition,
+            next,
+            last: Some((next - 1, 7)),
+        }
+    }
+
+    #[test]
+    fn an_absorbed_epoch_adds_up_changes_and_moves_partitions_on() {
+        let group = |k: &str, n: i64| vec![Value::str(k), Value::Int(n)];
+        let first = Instant::now();
+        let mut merged = Epoch {
+            time: 1,
+            log: EpochLog {
+                offsets: vec![offset(0, 10), offset(1, 5)],
+                records: 15,
+                late: vec![("input".into(), 0, 2)],
+                bad_rows: 1,
+                closed: Some(first),
+                ..EpochLog::default()
+            },
+            outputs: vec![vec![(group("a", 1), 1), (group("b", 2), 1)], vec![]],
+        };
+        let later = Epoch {
+            time: 2,
+            log: EpochLog {
+                offsets: vec![offset(1, 9), offset(2, 4)],
+                records: 8,
+                late: vec![("input".into(), 0, 3)],
+                bad_rows: 2,
+                closed: Some(Instant::now()),
+                ..EpochLog::default()
+            },
+            outputs: vec![
+                vec![(group("b", 2), -1), (group("b", 5), 1), (group("c", 1), 1)],
+                vec![(group("x", 0), 2)],
+            ],
+        };
+        merged.absorb(later);
+        assert_eq!(merged.time, 2);
+        assert_eq!(
+            merged.outputs,
+            vec![
+                vec![(group("a", 1), 1), (group("b", 5), 1), (group("c", 1), 1)],
+                vec![(group("x", 0), 2)],
+            ],
+            "b's first count is written by neither"
+        );
+        assert_eq!(merged.changes(), 4);
+        assert_eq!(
+            merged.log.offsets,
+            vec![offset(0, 10), offset(1, 9), offset(2, 4)]
+        );
+        assert_eq!(merged.log.late, vec![("input".to_string(), 0, 3)]);
+        assert_eq!((merged.log.records, merged.log.bad_rows), (23, 3));
+        assert_eq!(
+            merged.log.closed,
+            Some(first),
+            "the wait counts from the first"
+        );
     }
 
     #[test]

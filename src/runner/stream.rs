@@ -55,7 +55,7 @@ use timely::dataflow::{InputHandleVec, ProbeHandle};
 use super::cluster;
 use super::combine::Combiner;
 pub use super::commit::{CatchUp, LastRecord, SwapPolicy};
-use super::commit::{Committer, CommitterSetup, EpochReport, Sink, is_retired};
+use super::commit::{Committer, CommitterSetup, EpochReport, Hold, Sink, is_retired};
 use super::epochs::{Epoch, Gatherer};
 use super::outputs::{OutputChange, tagged_outputs};
 use super::{RunError, WorkerConfig};
@@ -1208,7 +1208,25 @@ impl Shared {
             quiet: self.run.quiet,
             metrics: self.run.metrics.clone(),
             sinks: self.open_sinks(lease.deployment)?,
+            hold: self.hold(),
         })?)
+    }
+
+    /// Merging epochs pays where a later epoch rewrites what an earlier one
+    /// wrote: a keyed output's groups. The committer merges up to what the
+    /// workers' epochs may make when they grow ([`OUTPUT_BUDGET`]), while
+    /// the backlog is at least as large: near the log end, every epoch is
+    /// committed as it comes.
+    fn hold(&self) -> Option<Hold> {
+        if !self.run.plan.outputs.iter().any(is_keyed) {
+            return None;
+        }
+        let workers = self.run.workers.threads * self.run.workers.processes;
+        let budget = OUTPUT_BUDGET * self.run.epochs.max_records * workers;
+        Some(Hold {
+            lag: budget as u64,
+            changes: budget,
+        })
     }
 
     /// Connects the changelog sinks, each to the output it names.
