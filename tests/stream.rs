@@ -358,12 +358,14 @@ pub(crate) fn a_reader_never_sees_half_an_epoch(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Chunks far enough apart that the stream drains each before the
+    // next: a stream far behind merges its epochs into a commit a second.
     let producer = w.produce_in_background(
         "clicks",
         "key,n",
         rows[2000..].to_vec(),
         500,
-        Duration::from_millis(30),
+        Duration::from_millis(150),
     );
     let started = std::time::Instant::now();
     let (mut states, mut last) = (std::collections::BTreeSet::new(), 0);

@@ -280,6 +280,9 @@ impl Committer {
     /// Commits `epoch`, merged with the epochs held, or holds it too (see
     /// [`Hold`]).
     fn commit_or_hold(&mut self, epoch: Epoch) -> Result<(), TableError> {
+        // An epoch that read nothing found the log drained: no next one is
+        // coming at once, and an idle stream asks the log for no lag.
+        let idle = epoch.log.records == 0 && epoch.is_unchanged();
         let (merged, since) = match self.held.take() {
             Some((mut held, since)) => {
                 held.absorb(epoch);
@@ -287,7 +290,7 @@ impl Committer {
             }
             None => (epoch, Instant::now()),
         };
-        if self.may_hold(&merged, since) {
+        if !idle && self.may_hold(&merged, since) {
             self.held = Some((merged, since));
             return Ok(());
         }
@@ -308,12 +311,11 @@ impl Committer {
             && self.lag_after(&epoch.log.offsets) >= hold.lag.max(caught_up_at + 1)
     }
 
-    /// Commits the epochs held, if any: the run is over (nothing more comes).
-    pub fn flush(&mut self) -> Result<(), TableError> {
-        match self.held.take() {
-            Some((epoch, _)) => self.commit(epoch),
-            None => Ok(()),
-        }
+    /// Commits the epochs held, if any: the run is over (nothing more
+    /// comes). `None` when nothing was held.
+    pub fn flush(&mut self) -> Option<Result<(), TableError>> {
+        let (epoch, _) = self.held.take()?;
+        Some(self.commit(epoch))
     }
 
     /// Runs the committer on a thread of its own, so that a large commit
@@ -344,8 +346,9 @@ impl Committer {
                         return;
                     }
                 }
-                let result = self.flush();
-                after(&self, result);
+                if let Some(result) = self.flush() {
+                    after(&self, result);
+                }
             })?;
         Ok((to, thread))
     }
