@@ -251,6 +251,93 @@ fn killed_reprocess_leaves_live_untouched_and_resumes() {
     same(&w.view(), &w.batch(&all, "300"), "view");
 }
 
+/// A replay's large epoch is written in pieces, so that the live version's
+/// commits get the database in between. A replay killed between two pieces
+/// leaves its version half-written, invisible and unswappable; the next
+/// `kappa reprocess` rebuilds it from the log, and it verifies.
+#[test]
+fn a_replay_killed_between_pieces_of_an_epoch_is_rebuilt() {
+    fn half_written(w: &World) -> Option<i64> {
+        rusqlite::Connection::open(w.path("tables.db"))
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT half_written FROM kappa_deployments WHERE state = 'building'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .ok()
+    }
+    let w = World::new();
+    w.ok(&["log", "create", "clicks", "--partitions", "2"]);
+    // 60k groups: one epoch of the replay is about 15 pieces.
+    let rows: Vec<String> = (0..60_000).map(|i| format!("k{i},{i}")).collect();
+    let file = w.write("clicks.csv", &format!("key,n\n{}\n", rows.join("\n")));
+    w.ok(&["log", "produce", "clicks", "--file", &file]);
+    let input = ["-i", "input=clicks", "--table", "counts"];
+    w.ok(&[
+        &[
+            "stream",
+            "count-by",
+            "-p",
+            "key=key",
+            "--until-caught-up",
+            "-q",
+        ],
+        &input[..],
+    ]
+    .concat());
+    let live_before = w.ok(&["table", "show", "counts", "--csv", "--limit", "1000000"]);
+    let reprocess = [
+        &[
+            "reprocess",
+            "group-by",
+            "-p",
+            "key=key",
+            "-p",
+            "agg=count,sum:n",
+        ][..],
+        &input[..],
+        &[
+            "--max-batch",
+            "1000000",
+            "--swap",
+            "manual",
+            "--until-caught-up",
+        ][..],
+    ]
+    .concat();
+    let mut child = w
+        .kappa(&reprocess)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while half_written(&w) != Some(1) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60) && child.try_wait().unwrap().is_none(),
+            "the replay never wrote an epoch in pieces"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(half_written(&w), Some(1), "the kill landed after the epoch");
+    let live = w.ok(&["table", "show", "counts", "--csv", "--limit", "1000000"]);
+    same(&live, &live_before, "the live version changed");
+    let refused = w.kappa(&["table", "swap", "counts", "2"]).output().unwrap();
+    assert!(!refused.status.success());
+
+    let resumed = w.kappa(&reprocess).output().unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(stderr.contains("rebuilding this version"), "{stderr}");
+    assert_eq!(half_written(&w), Some(0));
+    let verify = w.ok(&["table", "verify", "counts", "--version", "2"]);
+    assert!(verify.contains("identical (60000 rows"), "{verify}");
+}
+
 #[test]
 fn retired_stream_process_exits_by_itself() {
     let w = World::new();

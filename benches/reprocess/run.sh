@@ -32,6 +32,8 @@
 #   RUNS=N        timed runs of reprocess and of run, best reported (default 2)
 #   WORKERS=N     --workers for every kappa process (default 2)
 #   RATE=N        records/s of the live feed in the latency part (default 10000)
+#   REPLAY_WORKERS="1 2"  --workers of the concurrent replay, one latency run each
+#                 (default "1 WORKERS": the goal lets a replay use fewer workers than the live stream)
 #   LAT_SECS=S    measured seconds of the latency run without replay (default 20)
 #   LAT=0         skip the latency part
 #   PERF=1        also `perf record -g` one reprocess (report in results/logs/perf-reprocess.txt)
@@ -51,6 +53,7 @@ ROWS=${ROWS:-10000000}
 RUNS=${RUNS:-2}
 WORKERS=${WORKERS:-2}
 RATE=${RATE:-10000}
+REPLAY_WORKERS=${REPLAY_WORKERS:-1 $WORKERS}
 LAT_SECS=${LAT_SECS:-20}
 KAPPA=${KAPPA:-$ROOT/target/perf/kappa}
 if [[ $ROWS == 10000000 ]]; then DATA=$ROOT/benches/batch/data; else DATA=$HERE/data/rows-$ROWS; fi
@@ -175,13 +178,22 @@ if [[ ${LAT:-1} != 0 ]]; then
     say "latency: v1 (count-by) of counts in $LDB catches up"
     KAPPA_TABLE_DB=$LDB "$KAPPA" stream count-by -i input=fact -p key=key --table counts --until-caught-up -q \
         --workers "$WORKERS" 2>"$LOGS/latency-v1.stderr"
-    for mode in baseline replay; do
+    modes=(baseline)
+    for rw in $REPLAY_WORKERS; do modes+=("replay-w$rw"); done
+    for mode in "${modes[@]}"; do
         say "latency: live count-by at $RATE records/s, $mode"
         args=()
-        [[ $mode == replay ]] && args=(--replay)
+        if [[ $mode == replay-w* ]]; then
+            args=(--replay --replay-workers "${mode#replay-w}")
+            # The previous replay's version would be resumed, not replayed.
+            KAPPA_TABLE_DB=$LDB "$KAPPA" table status --csv 2>/dev/null | python3 -c 'import csv, sys
+for r in csv.DictReader(sys.stdin):
+    if r["state"] == "building": print(r["version"].lstrip("v"))' |
+                while read -r v; do KAPPA_TABLE_DB=$LDB "$KAPPA" table drop counts --version "$v" >/dev/null; done
+        fi
         if python3 "$HERE/latency_replay.py" --kappa "$KAPPA" --log-dir "$LOG_DIR" --db "$LDB" \
             --scratch "$WORK/lat-$mode" --rate "$RATE" --seconds "$LAT_SECS" --workers "$WORKERS" \
-            --replay-workers "$WORKERS" "${args[@]}" >"$LOGS/latency-$mode.json" 2>"$LOGS/latency-$mode.stderr"; then :
+            "${args[@]}" >"$LOGS/latency-$mode.json" 2>"$LOGS/latency-$mode.stderr"; then :
         else
             echo "   latency $mode reported a problem (see $LOGS/latency-$mode.*)" >&2
         fi
@@ -189,7 +201,7 @@ if [[ ${LAT:-1} != 0 ]]; then
         for f in "$WORK/lat-$mode/"*.stderr; do [[ -f $f ]] && cp "$f" "$LOGS/latency-$mode-$(basename "$f")"; done
         python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$LOGS/latency-$mode.json" \
             >>"$TMP/latency.jsonl" 2>/dev/null || echo "{\"mode\": \"$mode\", \"error\": \"latency_replay.py failed\"}" >>"$TMP/latency.jsonl"
-        if [[ $mode == replay ]]; then
+        if [[ $mode == replay-w* ]]; then
             KAPPA_TABLE_DB=$LDB "$KAPPA" table status >"$LOGS/latency-table-status.txt" 2>&1 || true
         fi
     done
@@ -253,8 +265,9 @@ if lat:
         if "latency_ms_outside_replay" not in x:
             out.append(f"| {x.get('mode')} | FAILED: {x.get('error')} |||||||||")
             continue
-        for key, label in (("latency_ms_outside_replay", "without replay" if not x["replay"] else "after the replay exited"),
-                           ("latency_ms_during_replay", "during the replay")):
+        rw = x["replay_cmd"].split("--workers ")[-1].split()[0] if x["replay"] else ""
+        for key, label in (("latency_ms_outside_replay", "without replay" if not x["replay"] else f"after the {rw}-worker replay exited"),
+                           ("latency_ms_during_replay", f"during a {rw}-worker replay")):
             L = x[key]
             if not L["n"]:
                 continue

@@ -96,6 +96,8 @@ pub trait TableStore: Send + std::fmt::Debug {
 
     /// Makes this process the deployment's owner: bumps its generation and
     /// records `owner`, in one transaction. Refuses a retired or dropped one.
+    /// Empties a deployment whose epoch was left half-written (see
+    /// [`TableStore::commit_epoch_with_sinks`]).
     fn take_over(&mut self, id: i64, owner: &str) -> Result<Lease, TableError>;
 
     /// Fails with `Fenced` when another process took the deployment over
@@ -111,6 +113,13 @@ pub trait TableStore: Send + std::fmt::Debug {
     /// messages into the outbox. `StateConflict` (nothing written) when the
     /// deployment is retired or dropped, `Fenced` when another process took
     /// it over, `RetractMissing` when a retraction finds no such row.
+    ///
+    /// A store may write a large epoch of a building deployment that was
+    /// never live in several transactions, provided that until the last
+    /// one (which sets the offsets) no swap and no read sees it, and that
+    /// the next [`TableStore::take_over`] empties such a deployment to be
+    /// replayed from the start (SQLite does, for a single write lock's
+    /// sake; see `table::sqlite`'s `epoch.rs`).
     fn commit_epoch_with_sinks(
         &mut self,
         lease: &Lease,

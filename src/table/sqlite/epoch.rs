@@ -6,6 +6,16 @@
 //! committed offsets (replaying the log below them to rebuild its state,
 //! without writing) never applies an input twice and never skips one.
 //!
+//! One exception keeps a replay from stalling the live version: a building
+//! version that was never live writes an epoch of more than
+//! [`PIECE_ROWS`] changes in pieces, one transaction each, the last with
+//! the offsets. Until then the deployment is marked `half_written`: no
+//! swap and no read sees it so, and if its process stops, the next owner's
+//! take-over empties the version and replays it from the start
+//! ([`reset_half_written`]). No reader sees a building version through a
+//! view, and its whole history is in the log, so the tables still change
+//! only by whole epochs as far as anyone can tell.
+//!
 //! Preconditions (the runner's side of the contract):
 //! - the changes of each output are *consolidated*: each distinct row at
 //!   most once, with a non-zero diff;
@@ -44,14 +54,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rusqlite::{Connection, Statement, params};
+use rusqlite::{Connection, OptionalExtension, Statement, TransactionBehavior, params};
 
 use crate::schema::OutputSchema;
 use crate::value::{Row, Value};
 
 use super::Lease;
 use super::catalog::{deployment_in, require_accepting, write_stats};
-use super::deployment::{EpochStats, is_keyed};
+use super::deployment::{Deployment, EpochStats, is_keyed};
 use super::ident::{quote, table_name};
 use super::outbox;
 use super::owner::require_lease;
@@ -214,11 +224,23 @@ impl SqliteStore {
                 actual: changes.len(),
             });
         }
+        let mut pieces = pieces(changes, self.piece_rows);
+        let but_last = pieces.len() - 1;
+        let in_pieces = but_last > 0
+            && sinks.is_empty()
+            && rebuildable(&self.conn, id)?
+            && self.write_pieces(lease, &writers, changes, &pieces[..but_last])?;
+        if in_pieces {
+            pieces.drain(..but_last);
+        }
         let tx = self.write_txn()?;
         require_accepting(&tx, id, "commit an epoch")?;
         require_lease(&tx, lease)?;
-        for (sql, rows) in writers.iter().zip(changes) {
-            apply(&tx, sql, rows)?;
+        if !in_pieces {
+            require_whole(&tx, id)?;
+        }
+        for piece in &pieces {
+            apply_piece(&tx, &writers, changes, piece)?;
         }
         if !sinks.is_empty() {
             let d = deployment_in(&tx, id)?;
@@ -230,7 +252,79 @@ impl SqliteStore {
         }
         write_offsets(&tx, id, offsets)?;
         write_stats(&tx, id, stats, true)?;
+        if in_pieces {
+            set_half_written(&tx, id, false)?;
+        }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Writes all but the last piece of a building version's epoch, each
+    /// in its own transaction, the first of which marks the deployment
+    /// half-written; `false`, writing nothing, when the deployment turns
+    /// out not to be [`rebuildable`] any more. The pieces need not be
+    /// durable one by one (`synchronous=NORMAL`): the last transaction's
+    /// `FULL` commit syncs the write-ahead log, and theirs with it.
+    fn write_pieces(
+        &mut self,
+        lease: &Lease,
+        writers: &[TableSql],
+        changes: &[Vec<(Row, isize)>],
+        pieces: &[Piece],
+    ) -> Result<bool, TableError> {
+        let id = lease.deployment;
+        let write = |conn: &mut Connection, first: bool, piece: &Piece| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            require_accepting(&tx, id, "commit an epoch")?;
+            require_lease(&tx, lease)?;
+            if first {
+                if !rebuildable(&tx, id)? {
+                    return Ok(false);
+                }
+                require_whole(&tx, id)?;
+                set_half_written(&tx, id, true)?;
+            }
+            apply_piece(&tx, writers, changes, piece)?;
+            tx.commit()?;
+            std::thread::sleep(PIECE_PAUSE);
+            Ok::<bool, TableError>(true)
+        };
+        self.conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let mut written = Ok(true);
+        for (i, piece) in pieces.iter().enumerate() {
+            written = write(&mut self.conn, i == 0, piece);
+            if !matches!(written, Ok(true)) {
+                break;
+            }
+        }
+        self.conn.pragma_update(None, "synchronous", "FULL")?;
+        written
+    }
+
+    /// Between two tries of a swap or a read that found `d` half-written:
+    /// waits 2 ms for its owner to finish the epoch, or fails when no
+    /// process owns it (it stopped; the next take-over rebuilds the
+    /// version) or after [`super::BUSY_TIMEOUT`].
+    pub(super) fn await_whole(
+        &self,
+        d: &Deployment,
+        since: std::time::Instant,
+        action: &'static str,
+    ) -> Result<(), TableError> {
+        let owned = match super::owner::lock_file(&self.path, d) {
+            Ok(_free) => false,
+            Err(TableError::Owned { .. }) => true,
+            Err(e) => return Err(e),
+        };
+        if !owned || since.elapsed() >= super::BUSY_TIMEOUT {
+            return Err(TableError::StateConflict {
+                id: d.id,
+                name: d.to_string(),
+                state: d.state,
+                action,
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
         Ok(())
     }
 
@@ -248,6 +342,130 @@ impl SqliteStore {
         self.writers.insert(id, w.clone());
         Ok(w)
     }
+}
+
+/// Most changes of one epoch that a building version, never live, writes
+/// in one transaction. A replay's epochs are large (100k groups, a few
+/// hundred milliseconds of writing), and the database has one write lock:
+/// written whole, such an epoch would stall the live version's commits
+/// for as long. Written in pieces, the live version's commits come in
+/// between. Nobody reads a building version through a view, and one that
+/// was never live can be rebuilt from the log, so a crash between pieces
+/// is repaired by the next owner, which finds the deployment marked
+/// `half_written` and empties it ([`reset_half_written`]) to replay it
+/// from the start. A version that was live (rolled back to) keeps
+/// whole-epoch commits, as its history may no longer be in the log.
+pub(super) const PIECE_ROWS: usize = 4096;
+
+/// How long a building version waits after each piece, so that a writer
+/// waiting for the lock (which tries again every millisecond,
+/// [`super::poll_busy`]) gets it: SQLite's lock is not fair, and the next
+/// piece would otherwise take it again at once.
+const PIECE_PAUSE: std::time::Duration = std::time::Duration::from_millis(3);
+
+/// Some rows of some outputs: `(output, range of its changes)`.
+pub(super) type Piece = Vec<(usize, std::ops::Range<usize>)>;
+
+/// The changes cut into pieces of at most `limit` rows, in order.
+pub(super) fn pieces(changes: &[Vec<(Row, isize)>], limit: usize) -> Vec<Piece> {
+    let limit = limit.max(1);
+    let mut pieces = Vec::new();
+    let mut piece = Piece::new();
+    let mut size = 0;
+    for (output, rows) in changes.iter().enumerate() {
+        let mut at = 0;
+        while at < rows.len() {
+            let end = rows.len().min(at + limit - size);
+            piece.push((output, at..end));
+            size += end - at;
+            at = end;
+            if size == limit {
+                pieces.push(std::mem::take(&mut piece));
+                size = 0;
+            }
+        }
+    }
+    if !piece.is_empty() || pieces.is_empty() {
+        pieces.push(piece);
+    }
+    pieces
+}
+
+fn apply_piece(
+    conn: &Connection,
+    writers: &[TableSql],
+    changes: &[Vec<(Row, isize)>],
+    piece: &Piece,
+) -> Result<(), TableError> {
+    for (output, range) in piece {
+        apply(conn, &writers[*output], &changes[*output][range.clone()])?;
+    }
+    Ok(())
+}
+
+/// Whether a deployment may be written in pieces: building, and never live.
+fn rebuildable(conn: &Connection, id: i64) -> Result<bool, TableError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT state = 'building' AND swapped_at IS NULL FROM kappa_deployments WHERE id = ?1",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
+/// Whether the deployment has an epoch written in part.
+pub(super) fn half_written(conn: &Connection, id: i64) -> Result<bool, TableError> {
+    Ok(conn
+        .prepare_cached("SELECT half_written FROM kappa_deployments WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false))
+}
+
+fn set_half_written(conn: &Connection, id: i64, half: bool) -> Result<(), TableError> {
+    conn.prepare_cached("UPDATE kappa_deployments SET half_written = ?2 WHERE id = ?1")?
+        .execute(params![id, half])?;
+    Ok(())
+}
+
+/// Refuses to add to an epoch that a process left half-written: only a
+/// take-over, which rebuilds the deployment, clears the mark.
+fn require_whole(conn: &Connection, id: i64) -> Result<(), TableError> {
+    if !half_written(conn, id)? {
+        return Ok(());
+    }
+    Err(TableError::StateConflict {
+        id,
+        name: super::catalog::name_in(conn, id),
+        state: super::catalog::state_in(conn, id)?,
+        action: "commit an epoch (an earlier one was left half-written: \
+                 the next process to take it over rebuilds it from the log)",
+    })
+}
+
+/// Empties a deployment whose epoch was left half-written, so that its new
+/// owner replays its inputs from the start: its tables, offsets and
+/// progress go back to those of a new deployment. Called by the take-over,
+/// in its transaction; returns whether there was anything to reset.
+pub(super) fn reset_half_written(conn: &Connection, id: i64) -> Result<bool, TableError> {
+    if !half_written(conn, id)? {
+        return Ok(false);
+    }
+    let d = deployment_in(conn, id)?;
+    for (i, o) in d.outputs.iter().enumerate() {
+        let table = d.table(i);
+        swap::drop_table(conn, &table)?;
+        swap::create_table(conn, &table, o)?;
+    }
+    conn.execute("DELETE FROM kappa_offsets WHERE deployment = ?1", [id])?;
+    conn.execute(
+        "UPDATE kappa_deployments SET records_applied = 0, bad_rows = 0, epochs = 0, \
+         last_epoch_at = NULL, last_epoch_ms = NULL, records_per_sec = NULL, lag = '[]', \
+         late = '[]', caught_up_at = NULL, half_written = 0 WHERE id = ?1",
+        [id],
+    )?;
+    Ok(true)
 }
 
 /// Applies one output's consolidated changes: updated rows in place where

@@ -20,8 +20,8 @@
 //! # Catalog (tables prefixed `kappa_`; times are unix ms)
 //! | table | columns | what |
 //! |---|---|---|
-//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 4 (older catalogs are migrated on open) |
-//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host) | one row per deployment, kept after a drop |
+//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 5 (older catalogs are migrated on open) |
+//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host), `half_written` (1 while a large epoch of a never-live building version is written in pieces, see `epoch.rs`) | one row per deployment, kept after a drop |
 //! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
 //! | `kappa_outbox` | `deployment`, `sink`, `seq`, `key`, `value`; PK (`deployment`, `sink`, `seq`) | messages of changelog sinks written with their epoch, deleted once sent ([`crate::table::outbox`]) |
 //! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`, `last_offset`, `last_crc`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables; the last applied record's offset and checksum, so a log that lost or rewrote it is noticed on resume |
@@ -84,6 +84,8 @@ mod tests_catalog_rows;
 #[cfg(test)]
 mod tests_concurrency;
 #[cfg(test)]
+mod tests_pieces;
+#[cfg(test)]
 mod tests_versions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -118,7 +120,7 @@ fn poll_busy(tries: i32) -> bool {
 }
 
 /// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "4";
+const SCHEMA_VERSION: &str = "5";
 
 /// The sinks' outbox (schema version 4): in the catalog and its migration.
 macro_rules! outbox_table {
@@ -142,7 +144,7 @@ CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '4');
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '5');
 CREATE TABLE IF NOT EXISTS kappa_deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
@@ -165,7 +167,8 @@ CREATE TABLE IF NOT EXISTS kappa_deployments (
     note TEXT,
     late TEXT NOT NULL DEFAULT '[]',
     generation INTEGER NOT NULL DEFAULT 0,
-    owner TEXT
+    owner TEXT,
+    half_written INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kappa_outputs (
     output TEXT NOT NULL COLLATE NOCASE,
@@ -207,6 +210,11 @@ const MIGRATE_3_TO_4: &str = concat!(
     "UPDATE kappa_meta SET value = '4' WHERE key = 'schema_version';"
 );
 
+const MIGRATE_4_TO_5: &str = "
+ALTER TABLE kappa_deployments ADD COLUMN half_written INTEGER NOT NULL DEFAULT 0;
+UPDATE kappa_meta SET value = '5' WHERE key = 'schema_version';
+";
+
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
 /// per thread or process.
 pub struct SqliteStore {
@@ -215,6 +223,9 @@ pub struct SqliteStore {
     /// Per deployment, the SQL that applies changes to each output table.
     /// A deployment's outputs never change, so entries never go stale.
     writers: HashMap<i64, Arc<[epoch::TableSql]>>,
+    /// Most changes a building version's epoch writes per transaction
+    /// ([`epoch::PIECE_ROWS`]; lowered by tests).
+    piece_rows: usize,
     /// Shared while the connection is open, so that removing the file
     /// ([`TableStore::remove_if_empty`]) can tell that no other kappa
     /// process has it open.
@@ -245,6 +256,7 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             writers: HashMap::new(),
+            piece_rows: epoch::PIECE_ROWS,
             presence,
         };
         store.configure()?;
@@ -363,11 +375,13 @@ impl SqliteStore {
         }
         // Version 2 added the late-event counts; version 3 the owner's
         // generation (fencing) and the last applied record of each
-        // partition; version 4 the sinks' outbox.
+        // partition; version 4 the sinks' outbox; version 5 the mark of
+        // an epoch written in pieces.
         let migrations = [
             ("1", MIGRATE_1_TO_2),
             ("2", MIGRATE_2_TO_3),
             ("3", MIGRATE_3_TO_4),
+            ("4", MIGRATE_4_TO_5),
         ];
         for (from, migration) in migrations {
             if self.schema_version()?.as_deref() == Some(from) {

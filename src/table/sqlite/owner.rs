@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::super::owner::describe;
 use super::catalog::{deployment_in, require_accepting};
+use super::epoch::reset_half_written;
 use super::{SqliteStore, TableError};
 use crate::fslock::{FileLock, TryLock};
 use crate::table::{Deployment, DeploymentLock, Lease, this_process};
@@ -16,9 +17,12 @@ impl SqliteStore {
     /// Makes this process the deployment's owner: bumps its generation and
     /// records `owner`, in one transaction. Any lease taken before is void
     /// from the moment this commits. Refuses a retired or dropped deployment.
+    /// A deployment whose last owner stopped half-way through an epoch is
+    /// emptied here, to be replayed from the start (see [`super::epoch::PIECE_ROWS`]).
     pub(super) fn take_over(&mut self, id: i64, owner: &str) -> Result<Lease, TableError> {
         let tx = self.write_txn()?;
         require_accepting(&tx, id, "be taken over")?;
+        let reset = reset_half_written(&tx, id)?.then(|| super::catalog::name_in(&tx, id));
         tx.execute(
             "UPDATE kappa_deployments SET generation = generation + 1, owner = ?2 WHERE id = ?1",
             params![id, owner],
@@ -29,6 +33,14 @@ impl SqliteStore {
             |r| r.get(0),
         )?;
         tx.commit()?;
+        if let Some(name) = reset {
+            // The tables were made anew: their statements are prepared anew.
+            self.writers.remove(&id);
+            tracing::warn!(
+                "{name}: the previous process stopped in the middle of writing an epoch; \
+                 rebuilding this version from the start of its inputs"
+            );
+        }
         Ok(Lease {
             deployment: id,
             generation,

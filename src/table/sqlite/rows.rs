@@ -16,6 +16,7 @@ use crate::value::{Row, Value};
 
 use super::catalog::deployment_in;
 use super::deployment::{Deployment, DeploymentState, is_bag};
+use super::epoch::half_written;
 use super::ident::{quote, split_version};
 use super::{SqliteStore, TableError, TablePage};
 
@@ -57,37 +58,64 @@ impl SqliteStore {
     /// multiplicity, sorted by `Row`'s order. `TableNotFound` for a name
     /// that is not a version table of a deployment that still has its tables.
     pub(super) fn read_rows(&self, table: &str) -> Result<Vec<(Row, isize)>, TableError> {
-        let (d, index) = self.resolve_table(table)?;
-        let mut rows = self.select(&d, index, None)?;
+        let mut rows = self.read_whole(table, |d, index| self.select(d, index, None))?;
         rows.sort();
         Ok(rows)
+    }
+
+    /// `read(deployment, output index)` of version table `table`, in one
+    /// read transaction that sees no epoch half-written: a building version
+    /// written in pieces (`epoch::PIECE_ROWS`) is read once its epoch is
+    /// whole ([`SqliteStore::await_whole`]).
+    fn read_whole<T>(
+        &self,
+        table: &str,
+        read: impl Fn(&Deployment, usize) -> Result<T, TableError>,
+    ) -> Result<T, TableError> {
+        let since = std::time::Instant::now();
+        loop {
+            let tx = self.conn.unchecked_transaction()?;
+            let (d, index) = self.resolve_table(table)?;
+            if !half_written(&tx, d.id)? {
+                let value = read(&d, index)?;
+                tx.commit()?;
+                return Ok(value);
+            }
+            drop(tx);
+            self.await_whole(
+                &d,
+                since,
+                "be read (an epoch of it is half-written and no process is writing it: \
+                 `kappa reprocess` resumes it, rebuilding it from the log)",
+            )?;
+        }
     }
 
     /// The first `limit` rows of `table` in SQL order (which is `Row`'s order
     /// except that an integer and an equal float may come in either order),
     /// with the table's row counts.
     pub(super) fn read_page(&self, table: &str, limit: usize) -> Result<TablePage, TableError> {
-        let (d, index) = self.resolve_table(table)?;
-        let name = d.table(index);
-        let (distinct, total) = self.counts(&name)?;
-        let mut rows = self.select(&d, index, Some(limit))?;
-        rows.sort();
-        let schema = &d.outputs[index];
-        Ok(TablePage {
-            table: name,
-            columns: schema.columns.clone(),
-            bag: is_bag(schema),
-            rows,
-            distinct,
-            total,
+        self.read_whole(table, |d, index| {
+            let name = d.table(index);
+            let (distinct, total) = self.counts(&name)?;
+            let mut rows = self.select(d, index, Some(limit))?;
+            rows.sort();
+            let schema = &d.outputs[index];
+            Ok(TablePage {
+                table: name,
+                columns: schema.columns.clone(),
+                bag: is_bag(schema),
+                rows,
+                distinct,
+                total,
+            })
         })
     }
 
     /// The number of distinct rows of `table`, and of rows counted with
     /// their multiplicities.
     pub(super) fn row_counts(&self, table: &str) -> Result<(u64, u64), TableError> {
-        let (d, index) = self.resolve_table(table)?;
-        self.counts(&d.table(index))
+        self.read_whole(table, |d, index| self.counts(&d.table(index)))
     }
 
     fn counts(&self, table: &str) -> Result<(u64, u64), TableError> {

@@ -25,25 +25,52 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::schema::OutputSchema;
 
 use super::Lease;
-use super::catalog::{deployment_in, live_owner, set_state, state_in};
+use super::catalog::{deployment_in, live_owner, name_in, set_state, state_in};
 use super::deployment::{DeploymentState, is_bag};
+use super::epoch::half_written;
 use super::ident::quote;
 use super::owner::require_lease;
 use super::{SqliteStore, TableError, now_ms};
 
+const HALF_WRITTEN_SWAP: &str = "be swapped in (an epoch of it is half-written and no process is \
+     writing it: `kappa reprocess` resumes it, rebuilding it from the log)";
+
 impl SqliteStore {
+    /// Swaps deployment `id` in (checking `lease` when its owner swaps).
+    /// A building version whose owner is writing an epoch in pieces
+    /// (`epoch::PIECE_ROWS`) is swapped in once the epoch is whole
+    /// ([`SqliteStore::await_whole`]).
     pub(super) fn swap_checked(
         &mut self,
         id: i64,
         lease: Option<&Lease>,
     ) -> Result<Vec<i64>, TableError> {
+        let since = std::time::Instant::now();
+        loop {
+            if let Some(retired) = self.swap_whole(id, lease)? {
+                return Ok(retired);
+            }
+            let d = deployment_in(&self.conn, id)?;
+            self.await_whole(&d, since, HALF_WRITTEN_SWAP)?;
+        }
+    }
+
+    /// The swap, unless the deployment has an epoch half-written (`None`).
+    fn swap_whole(
+        &mut self,
+        id: i64,
+        lease: Option<&Lease>,
+    ) -> Result<Option<Vec<i64>>, TableError> {
         let tx = self.write_txn()?;
         if let Some(lease) = lease {
             require_lease(&tx, lease)?;
         }
+        if half_written(&tx, id)? {
+            return Ok(None);
+        }
         let d = deployment_in(&tx, id)?;
         match d.state {
-            DeploymentState::Live => return Ok(Vec::new()),
+            DeploymentState::Live => return Ok(Some(Vec::new())),
             DeploymentState::Dropped => {
                 return Err(TableError::StateConflict {
                     id,
@@ -78,7 +105,7 @@ impl SqliteStore {
             check_single_live(&tx, &o.name)?;
         }
         tx.commit()?;
-        Ok(retired)
+        Ok(Some(retired))
     }
 
     /// Drops a deployment's tables and marks it `dropped` (its catalog row
@@ -184,7 +211,7 @@ fn drop_in(conn: &Connection, id: i64) -> Result<(), TableError> {
     if matches!(state, DeploymentState::Live | DeploymentState::Dropped) {
         return Err(TableError::StateConflict {
             id,
-            name: super::catalog::name_in(conn, id),
+            name: name_in(conn, id),
             state,
             action: "be dropped (only a building or retired deployment can)",
         });

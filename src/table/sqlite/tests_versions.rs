@@ -332,6 +332,7 @@ fn catalog_round_trips_a_deployment_across_reopen() {
         "ALTER TABLE kappa_deployments DROP COLUMN late; \
          ALTER TABLE kappa_deployments DROP COLUMN generation; \
          ALTER TABLE kappa_deployments DROP COLUMN owner; \
+         ALTER TABLE kappa_deployments DROP COLUMN half_written; \
          ALTER TABLE kappa_offsets DROP COLUMN last_offset; \
          ALTER TABLE kappa_offsets DROP COLUMN last_crc; \
          DROP TABLE kappa_outbox; \
