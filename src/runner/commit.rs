@@ -52,9 +52,9 @@ const HOLD_LIVE: Duration = Duration::from_secs(1);
 const HOLD_BUILDING: Duration = Duration::from_secs(10);
 
 /// When the committer merges epochs rather than commit each: while the log
-/// holds at least `lag` records beyond the epochs it has (so the next comes
-/// as soon as the workers have read it), up to `changes` output changes,
-/// and for at most [`HOLD_LIVE`] ([`HOLD_BUILDING`]). A keyed output
+/// holds at least `budget` records beyond the epochs it has (so the next
+/// comes as soon as the workers have read it), up to `budget` output
+/// changes, and for at most [`HOLD_LIVE`] ([`HOLD_BUILDING`]). A keyed output
 /// rewrites every group an epoch changed, so a backlog cut into epochs (the
 /// first ones small, while the epoch sizer learns what the job makes) was
 /// written once per epoch; merged, each group is written once per commit.
@@ -62,10 +62,10 @@ const HOLD_BUILDING: Duration = Duration::from_secs(10);
 /// the last epoch's offsets go in one transaction.
 #[derive(Clone, Copy, Debug)]
 pub struct Hold {
-    /// Least lag, in records, behind the log end after the epochs held.
-    pub lag: u64,
-    /// Most output changes held (after merging).
-    pub changes: usize,
+    /// Most output changes held (after merging), and least lag, in
+    /// records, behind the log end after the epochs held: what the workers'
+    /// epochs may make when they grow, and so what a next epoch may read.
+    pub budget: usize,
 }
 
 /// What a worker tells the committer about one epoch, through the
@@ -306,14 +306,14 @@ impl Committer {
             Some(c) => (HOLD_BUILDING, c.max_lag),
             None => (HOLD_LIVE, 0),
         };
-        epoch.changes() <= hold.changes
+        epoch.changes() <= hold.budget
             && since.elapsed() < longest
-            && self.lag_after(&epoch.log.offsets) >= hold.lag.max(caught_up_at + 1)
+            && self.lag_after(&epoch.log.offsets) >= (hold.budget as u64).max(caught_up_at + 1)
     }
 
     /// Commits the epochs held, if any: the run is over (nothing more
     /// comes). `None` when nothing was held.
-    pub fn flush(&mut self) -> Option<Result<(), TableError>> {
+    fn flush(&mut self) -> Option<Result<(), TableError>> {
         let (epoch, _) = self.held.take()?;
         Some(self.commit(epoch))
     }

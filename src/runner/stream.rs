@@ -1223,10 +1223,7 @@ impl Shared {
         }
         let workers = self.run.workers.threads * self.run.workers.processes;
         let budget = OUTPUT_BUDGET * self.run.epochs.max_records * workers;
-        Some(Hold {
-            lag: budget as u64,
-            changes: budget,
-        })
+        Some(Hold { budget })
     }
 
     /// Connects the changelog sinks, each to the output it names.

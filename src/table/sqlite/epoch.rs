@@ -90,6 +90,8 @@ pub(super) struct TableSql {
     /// For the rows without a NULL, where a unique key finds them: a split
     /// table's, or a bag's with a unique index.
     exact: Option<ExactSql>,
+    /// How the table stores its rows.
+    layout: Layout,
 }
 
 /// The statements for rows a unique key finds: insert or increment in one
@@ -165,6 +167,7 @@ impl TableSql {
             increment: format!("UPDATE {t} SET kappa_n = kappa_n + ?{count} WHERE {matches}"),
             insert,
             exact,
+            layout,
             table,
             arity: n,
         })
@@ -477,9 +480,8 @@ pub(super) fn apply(
 ) -> Result<(), TableError> {
     let mut done = vec![false; rows.len()];
     // A split table rewrites in place only its rows with a NULL: the others
-    // are a delete and an upsert by primary key, in one B-tree. (A keyed
-    // table with `exact` statements is split: only bags had unique indexes.)
-    let split = sql.exact.is_some();
+    // are a delete and an upsert by primary key, in one B-tree.
+    let split = sql.layout == Layout::Split;
     let in_place = sql
         .key
         .as_ref()
