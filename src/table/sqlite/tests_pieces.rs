@@ -36,6 +36,23 @@ fn recount(keys: std::ops::Range<i64>) -> Vec<Vec<(Row, isize)>> {
     vec![groups, pairs]
 }
 
+/// A new building version of [`two_outputs`].
+fn building(store: &mut SqliteStore) -> Deployment {
+    store
+        .create_deployment(&new_deployment(
+            "j",
+            two_outputs(),
+            DeploymentState::Building,
+        ))
+        .unwrap()
+}
+
+/// `changes` and then the retraction of a row no table holds.
+fn failing(mut changes: Vec<Vec<(Row, isize)>>) -> Vec<Vec<(Row, isize)>> {
+    changes[1].push((kn(99, 99), -1));
+    changes
+}
+
 fn tables(store: &SqliteStore, d: &Deployment) -> Vec<Vec<(Row, isize)>> {
     d.tables()
         .iter()
@@ -66,13 +83,7 @@ fn a_building_version_in_pieces_holds_what_one_transaction_holds() {
     let live = store
         .create_deployment(&new_deployment("j", two_outputs(), DeploymentState::Live))
         .unwrap();
-    let building = store
-        .create_deployment(&new_deployment(
-            "j",
-            two_outputs(),
-            DeploymentState::Building,
-        ))
-        .unwrap();
+    let building = self::building(&mut store);
     for id in [live.id, building.id] {
         commit(&mut store, id, epoch(0..50, 1), 10).unwrap();
     }
@@ -98,20 +109,12 @@ fn a_building_version_in_pieces_holds_what_one_transaction_holds() {
 #[test]
 fn a_stop_between_pieces_is_repaired_by_the_next_owner() {
     let (dir, mut store) = store();
-    let d = store
-        .create_deployment(&new_deployment(
-            "j",
-            two_outputs(),
-            DeploymentState::Building,
-        ))
-        .unwrap();
+    let d = building(&mut store);
     commit(&mut store, d.id, epoch(0..20, 1), 10).unwrap();
     store.piece_rows = 5;
     // The last piece retracts a row that is not there: the pieces before
     // it are committed, the epoch is not.
-    let mut bad = recount(0..20);
-    bad[1].push((kn(99, 99), -1));
-    let err = commit(&mut store, d.id, bad, 20).unwrap_err();
+    let err = commit(&mut store, d.id, failing(recount(0..20)), 20).unwrap_err();
     assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
     assert!(half_written(&store.conn, d.id).unwrap());
     assert_eq!(store.offsets(d.id).unwrap()[&("events".into(), 0)], 10);
@@ -159,17 +162,9 @@ fn a_stop_between_pieces_is_repaired_by_the_next_owner() {
 #[test]
 fn a_swap_waits_for_a_whole_epoch() {
     let (dir, mut store) = store();
-    let d = store
-        .create_deployment(&new_deployment(
-            "j",
-            two_outputs(),
-            DeploymentState::Building,
-        ))
-        .unwrap();
+    let d = building(&mut store);
     store.piece_rows = 4;
-    let mut bad = epoch(0..10, 1);
-    bad[1].push((kn(99, 99), -1));
-    commit(&mut store, d.id, bad, 10).unwrap_err();
+    commit(&mut store, d.id, failing(epoch(0..10, 1)), 10).unwrap_err();
     let err = store.swap(d.id).unwrap_err();
     assert!(err.to_string().contains("half-written"), "{err}");
     let path = dir.path().join("sub/tables.db");
@@ -196,13 +191,7 @@ fn versions_that_were_live_commit_each_epoch_whole() {
         .create_deployment(&new_deployment("j", two_outputs(), DeploymentState::Live))
         .unwrap();
     commit(&mut store, v1.id, epoch(0..10, 1), 10).unwrap();
-    let v2 = store
-        .create_deployment(&new_deployment(
-            "j",
-            two_outputs(),
-            DeploymentState::Building,
-        ))
-        .unwrap();
+    let v2 = building(&mut store);
     store.swap(v2.id).unwrap();
     store.swap(v1.id).unwrap();
     store.reopen(v2.id).unwrap(); // a rollback to v2 starts so
@@ -212,9 +201,7 @@ fn versions_that_were_live_commit_each_epoch_whole() {
             let d = store.deployment(id).unwrap();
             tables(&store, &d)
         };
-        let mut bad = epoch(20..30, 1);
-        bad[1].push((kn(99, 99), -1));
-        let err = commit(&mut store, id, bad, 30).unwrap_err();
+        let err = commit(&mut store, id, failing(epoch(20..30, 1)), 30).unwrap_err();
         assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
         assert!(!half_written(&store.conn, id).unwrap());
         let d = store.deployment(id).unwrap();
