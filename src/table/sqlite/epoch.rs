@@ -347,6 +347,19 @@ impl SqliteStore {
     }
 }
 
+/// The refusal of `$action` (a swap, a read) on a version left half-written
+/// by a process that stopped ([`SqliteStore::await_whole`]).
+macro_rules! half_written_refusal {
+    ($action:literal) => {
+        concat!(
+            $action,
+            " (an epoch of it is half-written and no process is writing it: \
+             `kappa reprocess` resumes it, rebuilding it from the log)"
+        )
+    };
+}
+pub(super) use half_written_refusal;
+
 /// Most changes of one epoch that a building version, never live, writes
 /// in one transaction. A replay's epochs are large (100k groups, a few
 /// hundred milliseconds of writing), and the database has one write lock:

@@ -16,7 +16,7 @@ use crate::value::{Row, Value};
 
 use super::catalog::deployment_in;
 use super::deployment::{Deployment, DeploymentState, is_bag};
-use super::epoch::half_written;
+use super::epoch::{half_written, half_written_refusal};
 use super::ident::{quote, split_version};
 use super::{SqliteStore, TableError, TablePage};
 
@@ -82,12 +82,7 @@ impl SqliteStore {
                 return Ok(value);
             }
             drop(tx);
-            self.await_whole(
-                &d,
-                since,
-                "be read (an epoch of it is half-written and no process is writing it: \
-                 `kappa reprocess` resumes it, rebuilding it from the log)",
-            )?;
+            self.await_whole(&d, since, half_written_refusal!("be read"))?;
         }
     }
 

@@ -27,13 +27,10 @@ use crate::schema::OutputSchema;
 use super::Lease;
 use super::catalog::{deployment_in, live_owner, name_in, set_state, state_in};
 use super::deployment::{DeploymentState, is_bag};
-use super::epoch::half_written;
+use super::epoch::{half_written, half_written_refusal};
 use super::ident::quote;
 use super::owner::require_lease;
 use super::{SqliteStore, TableError, now_ms};
-
-const HALF_WRITTEN_SWAP: &str = "be swapped in (an epoch of it is half-written and no process is \
-     writing it: `kappa reprocess` resumes it, rebuilding it from the log)";
 
 impl SqliteStore {
     /// Swaps deployment `id` in (checking `lease` when its owner swaps).
@@ -51,7 +48,7 @@ impl SqliteStore {
                 return Ok(retired);
             }
             let d = deployment_in(&self.conn, id)?;
-            self.await_whole(&d, since, HALF_WRITTEN_SWAP)?;
+            self.await_whole(&d, since, half_written_refusal!("be swapped in"))?;
         }
     }
 
