@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cluster;
 use super::combine::Combiner;
-use super::order;
+use super::order::{self, SortedRun};
 use super::outputs::collect_outputs;
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates};
@@ -107,7 +107,7 @@ struct WorkerResult {
     /// The output changes gathered on this worker, sorted and consolidated
     /// (on every worker of a one-process run; on the first process' workers
     /// of a cluster run, the others hold none).
-    outputs: Vec<Vec<(Row, isize)>>,
+    outputs: Vec<SortedRun>,
     /// This worker's own failure.
     failure: Option<SourceError>,
     /// Every worker's report, in worker order.
@@ -217,7 +217,8 @@ impl Shared {
         &self,
         results: Vec<WorkerResult>,
     ) -> Result<Vec<Vec<(Row, isize)>>, RunError> {
-        let mut runs: Vec<Vec<Vec<(Row, isize)>>> = vec![Vec::new(); self.run.plan.outputs.len()];
+        let mut runs: Vec<Vec<SortedRun>> =
+            (self.run.plan.outputs.iter()).map(|_| Vec::new()).collect();
         for r in results {
             for (all, part) in runs.iter_mut().zip(r.outputs) {
                 all.push(part);
@@ -351,10 +352,11 @@ impl Shared {
             },
         };
         let reports = cluster::all_gather(worker, &report)?;
-        let mut outputs = std::mem::take(&mut *collected.borrow_mut());
-        if reads.failure.is_none() {
-            outputs.iter_mut().for_each(order::sort_consolidate);
-        }
+        let collected = std::mem::take(&mut *collected.borrow_mut());
+        let outputs = match reads.failure {
+            None => collected.into_iter().map(SortedRun::new).collect(),
+            Some(_) => Vec::new(),
+        };
         Ok(WorkerResult {
             outputs,
             failure: reads.failure,

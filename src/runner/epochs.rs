@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::commit::{EpochReport, LastRecord};
-use super::order::{merge_runs, sort_consolidate};
+use super::order::{SortedRun, merge_runs, sort_consolidate};
 use super::outputs::OutputChange;
 use crate::job::Time;
 use crate::table::InputOffset;
@@ -75,7 +75,10 @@ impl Epoch {
         self.time = later.time;
         self.log.absorb(later.log);
         for (mine, theirs) in self.outputs.iter_mut().zip(later.outputs) {
-            *mine = merge_runs(vec![std::mem::take(mine), theirs]);
+            *mine = merge_runs(vec![
+                SortedRun::sorted(std::mem::take(mine)),
+                SortedRun::sorted(theirs),
+            ]);
         }
     }
 }

@@ -5,9 +5,12 @@
 //! Each worker sorts its share by a *prefix key* — a `u64` computed from
 //! the first value of a row, ordered as the values are — so that the sort
 //! moves and compares small inline keys instead of following a pointer to
-//! each row; rows with equal prefixes, now next to each other (and so in
-//! cache), are then ordered in full. The driver merges the workers' sorted
-//! runs in one linear pass.
+//! each row; rows with equal prefixes, now next to each other in the key
+//! order, are then ordered in full. The rows themselves do not move: a
+//! worker's [`SortedRun`] is its rows and their order, and the driver
+//! merges the workers' runs into the one ordered list in one linear pass:
+//! rows move once, not into a sorted list on each worker and again into
+//! the merged one.
 //!
 //! Invariant: the prefix is monotone — `a < b` implies
 //! `prefix(a) <= prefix(b)` — so ordering by prefix, then by row, is the
@@ -17,7 +20,7 @@
 
 use std::cmp::Ordering;
 
-use crate::value::{AHEAD, Row, Value, prefetch, prefetch_ahead};
+use crate::value::{AHEAD, Row, Value, prefetch};
 
 /// The sort key of a row: its first value as a `u64` that orders as
 /// [`Value`] does (an empty row sorts first, as with null).
@@ -59,107 +62,223 @@ fn ordered_bits(x: f64) -> u64 {
     }
 }
 
-/// Sorts `rows` and adds up the multiplicities of equal rows, dropping the
-/// ones that cancel (what `differential_dataflow::consolidation::consolidate`
-/// does, by prefix keys).
+/// How many rows ahead of the one in hand a pass through a run's order
+/// asks for a row's list entry: a row's values can be asked for only once
+/// its entry (which points to them) is in cache.
+const ENTRY_AHEAD: usize = 4 * AHEAD;
+
+/// A list of rows in sorted, consolidated order without the rows having
+/// moved: the rows where the dataflow left them and, unless they already
+/// are in order, the order to read them in.
 ///
-/// A key is one `u64`: the row's index in the low bits (as many as the
-/// length needs: 23 for 5M rows) under the prefix's top bits. Masking low
-/// bits keeps the prefix monotone, so the key order is the row order up to
-/// ties, which the full comparison settles; an 8-byte key instead of a
-/// (prefix, index) pair is 8 bytes less per row at the run's peak memory,
-/// when the rows, their keys and the sorted rows are all held.
-pub fn sort_consolidate(rows: &mut Vec<(Row, isize)>) {
-    let index_bits = u64::BITS - (rows.len() as u64).saturating_sub(1).leading_zeros();
-    let index = (1u64 << index_bits) - 1;
-    let mut keys: Vec<u64> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, (row, _))| (prefix(row) & !index) | i as u64)
-        .collect();
-    keys.sort_unstable();
-    let at = |key: u64| (key & index) as usize;
-    let mut sorted: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
-    for (n, &key) in keys.iter().enumerate() {
-        if let Some(&ahead) = keys.get(n + AHEAD) {
-            prefetch(&rows[at(ahead)]);
+/// A batch run's peak memory is its output rows: moving them into order
+/// would hold every row's slot twice (the list they are in and the sorted
+/// one) while the sort finishes; reading them through the sorted keys
+/// holds only the keys beside them, and the merge of the workers' runs
+/// makes the one ordered list. (Moving a row into its place within the same
+/// list instead, walking the permutation's cycles, was tried: each step
+/// waits on the key of the row just moved, a chain of cache misses that
+/// cost the join 0.9 s.)
+pub struct SortedRun {
+    rows: Vec<(Row, isize)>,
+    /// Sorted keys, one per row kept, each with the row's index in its low
+    /// bits ([`SortedRun::new`]); `None`: `rows` is in order.
+    order: Option<Vec<u64>>,
+    /// The low bits of a key that hold the row's index.
+    index: u64,
+}
+
+impl SortedRun {
+    /// Sorts `rows` and adds up the multiplicities of equal rows, dropping
+    /// the ones that cancel (what
+    /// `differential_dataflow::consolidation::consolidate` does), by
+    /// prefix keys.
+    ///
+    /// A key is one `u64`: the row's index in the low bits (as many as the
+    /// length needs: 23 for 5M rows) under the prefix's top bits. Masking
+    /// low bits keeps the prefix monotone, so the key order is the row
+    /// order up to ties, which the full comparison settles.
+    pub fn new(mut rows: Vec<(Row, isize)>) -> Self {
+        let index_bits = u64::BITS - (rows.len() as u64).saturating_sub(1).leading_zeros();
+        let index = (1u64 << index_bits) - 1;
+        let mut keys: Vec<u64> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (row, _))| (prefix(row) & !index) | i as u64)
+            .collect();
+        keys.sort_unstable();
+        order_ties_and_add_up(&mut rows, &mut keys, index);
+        SortedRun {
+            rows,
+            order: Some(keys),
+            index,
         }
-        sorted.push(std::mem::take(&mut rows[at(key)]));
     }
-    // Rows with equal truncated prefixes are contiguous: order them in full.
-    let mut start = 0;
+
+    /// Rows already sorted and consolidated.
+    pub fn sorted(rows: Vec<(Row, isize)>) -> Self {
+        SortedRun {
+            rows,
+            order: None,
+            index: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.order.as_ref().map_or(self.rows.len(), Vec::len)
+    }
+
+    /// Where the `n`th row in order is.
+    fn at(&self, n: usize) -> Option<usize> {
+        match &self.order {
+            Some(keys) => keys.get(n).map(|k| (k & self.index) as usize),
+            None => (n < self.rows.len()).then_some(n),
+        }
+    }
+
+    fn get(&self, n: usize) -> Option<&(Row, isize)> {
+        self.at(n).map(|i| &self.rows[i])
+    }
+
+    fn take(&mut self, n: usize) -> (Row, isize) {
+        let i = self.at(n).expect("taken within the run");
+        std::mem::take(&mut self.rows[i])
+    }
+
+    /// Asks for the rows a pass reading the `n`th row will want next: the
+    /// values of the row [`AHEAD`] places on and, through the order, the
+    /// list entry of the one [`ENTRY_AHEAD`] places on (whose values it
+    /// will ask for once that entry is in cache).
+    fn prefetch(&self, n: usize) {
+        if self.order.is_some()
+            && let Some(i) = self.at(n + ENTRY_AHEAD)
+        {
+            prefetch(&self.rows[i]);
+        }
+        if let Some((row, _)) = self.get(n + AHEAD) {
+            prefetch(row.as_ptr());
+        }
+    }
+
+    /// The rows, in order.
+    pub fn into_vec(mut self) -> Vec<(Row, isize)> {
+        if self.order.is_none() {
+            return self.rows;
+        }
+        let mut out = Vec::with_capacity(self.len());
+        for n in 0..self.len() {
+            self.prefetch(n);
+            out.push(self.take(n));
+        }
+        out
+    }
+}
+
+/// Sorts `rows` and adds up the multiplicities of equal rows, dropping the
+/// ones that cancel (see [`SortedRun::new`]).
+pub fn sort_consolidate(rows: &mut Vec<(Row, isize)>) {
+    *rows = SortedRun::new(std::mem::take(rows)).into_vec();
+}
+
+/// Orders the rows whose keys tie (equal truncated prefixes: only those
+/// can be out of order, or equal), adds up the multiplicities of equal rows
+/// into the first of them, and keeps in `keys` only the keys of first ones
+/// whose sum is not zero. One pass: each group of ties is sorted and added
+/// up while its rows are in cache, and the rows of the groups to come are
+/// asked for ahead, their list entries first.
+fn order_ties_and_add_up(rows: &mut [(Row, isize)], keys: &mut Vec<u64>, index: u64) {
+    let at = |key: u64| (key & index) as usize;
+    let (mut kept, mut start, mut fetched) = (0, 0, 0);
     while start < keys.len() {
         let group = keys[start] & !index;
-        let end = start + keys[start..].partition_point(|k| k & !index == group);
-        if end - start > 1 {
-            sorted[start..end]
+        let end = start
+            + keys[start..]
                 .iter()
-                .for_each(|(row, _)| prefetch(row.as_ptr()));
-            sorted[start..end].sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                .take_while(|&&k| k & !index == group)
+                .count();
+        while fetched < (end + AHEAD).min(keys.len()) {
+            if let Some(&k) = keys.get(fetched + ENTRY_AHEAD) {
+                prefetch(&rows[at(k)]);
+            }
+            prefetch(rows[at(keys[fetched])].0.as_ptr());
+            fetched += 1;
+        }
+        if end - start > 1 {
+            keys[start..end].sort_unstable_by(|&a, &b| rows[at(a)].0.cmp(&rows[at(b)].0));
+        }
+        let first = kept;
+        for n in start..end {
+            let key = keys[n];
+            if kept > first {
+                let last = at(keys[kept - 1]);
+                if rows[last].0 == rows[at(key)].0 {
+                    rows[last].1 += rows[at(key)].1;
+                    continue;
+                }
+                if rows[last].1 == 0 {
+                    kept -= 1;
+                }
+            }
+            keys[kept] = key;
+            kept += 1;
+        }
+        if kept > first && rows[at(keys[kept - 1])].1 == 0 {
+            kept -= 1;
         }
         start = end;
     }
-    add_up_sorted(&mut sorted);
-    *rows = sorted;
-}
-
-/// Adds up adjacent equal rows of a sorted list in place; drops zeros.
-fn add_up_sorted(rows: &mut Vec<(Row, isize)>) {
-    let mut kept = 0;
-    for i in 0..rows.len() {
-        prefetch_ahead(&rows[i..]);
-        if kept > 0 && rows[kept - 1].0 == rows[i].0 {
-            rows[kept - 1].1 += rows[i].1;
-        } else {
-            if kept > 0 && rows[kept - 1].1 == 0 {
-                kept -= 1;
-            }
-            rows.swap(kept, i);
-            kept += 1;
-        }
-    }
-    if kept > 0 && rows[kept - 1].1 == 0 {
-        kept -= 1;
-    }
-    rows.truncate(kept);
+    keys.truncate(kept);
 }
 
 /// Merges sorted, consolidated runs into one sorted, consolidated list,
 /// two at a time (for the usual two or four workers, one or two linear
 /// passes that read each run in order).
-pub fn merge_runs(mut runs: Vec<Vec<(Row, isize)>>) -> Vec<(Row, isize)> {
+pub fn merge_runs(mut runs: Vec<SortedRun>) -> Vec<(Row, isize)> {
     while runs.len() > 1 {
         let mut merged = Vec::with_capacity(runs.len().div_ceil(2));
         let mut pairs = runs.into_iter();
         while let Some(a) = pairs.next() {
             merged.push(match pairs.next() {
-                Some(b) => merge_two(a, b),
+                Some(b) => SortedRun::sorted(merge_two(a, b)),
                 None => a,
             });
         }
         runs = merged;
     }
-    runs.pop().unwrap_or_default()
+    runs.pop().map(SortedRun::into_vec).unwrap_or_default()
 }
 
-fn merge_two(a: Vec<(Row, isize)>, b: Vec<(Row, isize)>) -> Vec<(Row, isize)> {
+fn merge_two(mut a: SortedRun, mut b: SortedRun) -> Vec<(Row, isize)> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    let (mut i, mut j) = (0, 0);
     loop {
-        prefetch_ahead(a.as_slice());
-        prefetch_ahead(b.as_slice());
-        let next = match (a.as_slice().first(), b.as_slice().first()) {
+        a.prefetch(i);
+        b.prefetch(j);
+        let next = match (a.get(i), b.get(j)) {
             (Some(x), Some(y)) => match x.0.cmp(&y.0) {
-                Ordering::Less => a.next(),
-                Ordering::Greater => b.next(),
+                Ordering::Less => {
+                    i += 1;
+                    Some(a.take(i - 1))
+                }
+                Ordering::Greater => {
+                    j += 1;
+                    Some(b.take(j - 1))
+                }
                 Ordering::Equal => {
-                    let (row, n) = a.next().expect("looked at");
-                    let (_, m) = b.next().expect("looked at");
+                    let (row, n) = a.take(i);
+                    let (_, m) = b.take(j);
+                    (i, j) = (i + 1, j + 1);
                     (n + m != 0).then_some((row, n + m))
                 }
             },
-            (Some(_), None) => a.next(),
-            (None, Some(_)) => b.next(),
+            (Some(_), None) => {
+                i += 1;
+                Some(a.take(i - 1))
+            }
+            (None, Some(_)) => {
+                j += 1;
+                Some(b.take(j - 1))
+            }
             (None, None) => return out,
         };
         out.extend(next);
@@ -282,7 +401,18 @@ mod tests {
         fn merging_sorted_runs_is_consolidating_all(runs in prop::collection::vec(rows(), 0..4)) {
             let mut expected: Vec<(Row, isize)> = runs.iter().flatten().cloned().collect();
             consolidate(&mut expected);
-            let runs = runs.into_iter().map(|mut r| { sort_consolidate(&mut r); r }).collect();
+            // Some runs as the batch runner hands them over (rows where they
+            // were, read through their order), some already moved into it.
+            let runs = runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut r)| if i % 2 == 0 {
+                    SortedRun::new(r)
+                } else {
+                    sort_consolidate(&mut r);
+                    SortedRun::sorted(r)
+                })
+                .collect();
             prop_assert_eq!(merge_runs(runs), expected);
         }
     }
