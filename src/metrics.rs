@@ -358,6 +358,7 @@ mod tests {
             progress: Progress::default(),
             note: None,
             generation: 1,
+            half_written: false,
         }
     }
 

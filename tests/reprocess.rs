@@ -324,6 +324,8 @@ fn a_replay_killed_between_pieces_of_an_epoch_is_rebuilt() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(half_written(&w), Some(1), "the kill landed after the epoch");
+    let status = w.ok(&["table", "status"]);
+    assert!(status.contains("building (half-written)"), "{status}");
     let live = w.ok(&["table", "show", "counts", "--csv", "--limit", "1000000"]);
     same(&live, &live_before, "the live version changed");
     let refused = w.kappa(&["table", "swap", "counts", "2"]).output().unwrap();

@@ -250,7 +250,10 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
             d.version.to_string(),
             format!("{} v{}", d.job, d.job_version),
             params.join(" "),
-            d.state.to_string(),
+            match d.half_written {
+                true => format!("{} (half-written)", d.state),
+                false => d.state.to_string(),
+            },
             p.records_applied.to_string(),
             p.records_per_sec
                 .map_or("-".into(), |r| format!("{r:.0}/s")),

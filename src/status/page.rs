@@ -277,6 +277,7 @@ mod tests {
             progress: Progress::default(),
             note: None,
             generation: 1,
+            half_written: false,
         };
         let mut history = History::default();
         history.record(crate::table::now_ms(), std::slice::from_ref(&d));

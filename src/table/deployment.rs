@@ -226,6 +226,11 @@ pub struct Deployment {
     /// Bumped by each process that takes the deployment over; a writer
     /// whose [`Lease`](super::Lease) holds an older one is fenced off.
     pub generation: i64,
+    /// Its tables hold part of an epoch: a store that writes a large epoch
+    /// of a version never live in pieces (SQLite) marks it until the last
+    /// piece. Reads and swaps wait while its owner runs and are refused
+    /// when none does; the next owner rebuilds it from the start.
+    pub half_written: bool,
 }
 
 /// How users know a deployment: its outputs and version, `sessions v2`.

@@ -190,6 +190,9 @@ fn raw(r: &PgRow) -> RawDeployment {
             },
             note: r.get(18),
             generation: r.get(20),
+            // An epoch is one transaction here: its row locks do not keep
+            // the live version's commits waiting as SQLite's file lock does.
+            half_written: false,
         },
         params: r.get(4),
         inputs: r.get(5),

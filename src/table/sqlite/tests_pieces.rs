@@ -3,7 +3,7 @@
 //! is repaired by the next take-over, which empties the version to be
 //! replayed; versions that were ever live, and live ones, stay whole.
 
-use super::epoch::{half_written, pieces};
+use super::epoch::pieces;
 use super::tests::{commit, new_deployment, row, schema, store};
 use super::*;
 use crate::value::{Row, Value};
@@ -90,7 +90,7 @@ fn a_building_version_in_pieces_holds_what_one_transaction_holds() {
     store.piece_rows = 7;
     for id in [live.id, building.id] {
         commit(&mut store, id, recount(0..50), 20).unwrap();
-        assert!(!half_written(&store.conn, id).unwrap());
+        assert!(!store.deployment(id).unwrap().half_written);
     }
     let (live, building) = (
         store.deployment(live.id).unwrap(),
@@ -116,7 +116,7 @@ fn a_stop_between_pieces_is_repaired_by_the_next_owner() {
     // it are committed, the epoch is not.
     let err = commit(&mut store, d.id, failing(recount(0..20)), 20).unwrap_err();
     assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
-    assert!(half_written(&store.conn, d.id).unwrap());
+    assert!(store.deployment(d.id).unwrap().half_written);
     assert_eq!(store.offsets(d.id).unwrap()[&("events".into(), 0)], 10);
 
     // Its writer adds nothing to the half-written epoch.
@@ -143,7 +143,7 @@ fn a_stop_between_pieces_is_repaired_by_the_next_owner() {
     let lease = owner.join().unwrap();
     assert!(read.is_empty(), "{read:?}");
     let reset = store.deployment(d.id).unwrap();
-    assert!(!half_written(&store.conn, d.id).unwrap());
+    assert!(!store.deployment(d.id).unwrap().half_written);
     assert!(store.offsets(d.id).unwrap().is_empty());
     assert_eq!(
         (reset.progress.epochs, reset.progress.records_applied),
@@ -203,7 +203,7 @@ fn versions_that_were_live_commit_each_epoch_whole() {
         };
         let err = commit(&mut store, id, failing(epoch(20..30, 1)), 30).unwrap_err();
         assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
-        assert!(!half_written(&store.conn, id).unwrap());
+        assert!(!store.deployment(id).unwrap().half_written);
         let d = store.deployment(id).unwrap();
         assert_eq!(
             tables(&store, &d),
