@@ -218,7 +218,7 @@ impl Shared {
         results: Vec<WorkerResult>,
     ) -> Result<Vec<Vec<(Row, isize)>>, RunError> {
         let mut runs: Vec<Vec<SortedRun>> =
-            (self.run.plan.outputs.iter()).map(|_| Vec::new()).collect();
+            self.run.plan.outputs.iter().map(|_| Vec::new()).collect();
         for r in results {
             for (all, part) in runs.iter_mut().zip(r.outputs) {
                 all.push(part);

@@ -16,7 +16,7 @@ use crate::value::{Row, Value};
 
 use super::catalog::deployment_in;
 use super::deployment::{Deployment, DeploymentState, is_bag};
-use super::epoch::{half_written, half_written_refusal};
+use super::epoch::half_written_refusal;
 use super::ident::{quote, split_version};
 use super::{SqliteStore, TableError, TablePage};
 
@@ -76,7 +76,7 @@ impl SqliteStore {
         loop {
             let tx = self.conn.unchecked_transaction()?;
             let (d, index) = self.resolve_table(table)?;
-            if !half_written(&tx, d.id)? {
+            if !d.half_written {
                 let value = read(&d, index)?;
                 tx.commit()?;
                 return Ok(value);

@@ -27,7 +27,7 @@ use crate::schema::OutputSchema;
 use super::Lease;
 use super::catalog::{deployment_in, live_owner, name_in, set_state, state_in};
 use super::deployment::{DeploymentState, is_bag};
-use super::epoch::{half_written, half_written_refusal};
+use super::epoch::half_written_refusal;
 use super::ident::quote;
 use super::owner::require_lease;
 use super::{SqliteStore, TableError, now_ms};
@@ -62,10 +62,10 @@ impl SqliteStore {
         if let Some(lease) = lease {
             require_lease(&tx, lease)?;
         }
-        if half_written(&tx, id)? {
+        let d = deployment_in(&tx, id)?;
+        if d.half_written {
             return Ok(None);
         }
-        let d = deployment_in(&tx, id)?;
         match d.state {
             DeploymentState::Live => return Ok(Some(Vec::new())),
             DeploymentState::Dropped => {

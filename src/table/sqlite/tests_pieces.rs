@@ -143,7 +143,7 @@ fn a_stop_between_pieces_is_repaired_by_the_next_owner() {
     let lease = owner.join().unwrap();
     assert!(read.is_empty(), "{read:?}");
     let reset = store.deployment(d.id).unwrap();
-    assert!(!store.deployment(d.id).unwrap().half_written);
+    assert!(!reset.half_written);
     assert!(store.offsets(d.id).unwrap().is_empty());
     assert_eq!(
         (reset.progress.epochs, reset.progress.records_applied),
@@ -203,8 +203,8 @@ fn versions_that_were_live_commit_each_epoch_whole() {
         };
         let err = commit(&mut store, id, failing(epoch(20..30, 1)), 30).unwrap_err();
         assert!(matches!(err, TableError::RetractMissing { .. }), "{err}");
-        assert!(!store.deployment(id).unwrap().half_written);
         let d = store.deployment(id).unwrap();
+        assert!(!d.half_written);
         assert_eq!(
             tables(&store, &d),
             before,
