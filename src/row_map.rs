@@ -213,6 +213,11 @@ impl<V> RowMap<V> {
     }
 
     /// Every key and value, in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
+        self.entries.iter().map(|e| (&e.key, &e.value))
+    }
+
+    /// Every key and value, in the order they were added.
     pub fn into_entries(self) -> impl Iterator<Item = (Key, V)> {
         self.entries.into_iter().map(|e| (e.key, e.value))
     }

@@ -2,7 +2,8 @@
 //!
 //! One phase (the default): the prepared entries ([`super::prepare`]) are
 //! exchanged by key, and a `reduce` per key turns its entries into the
-//! aggregate values. Two phases for hot keys ([`Physical::Skew`]): entries
+//! aggregate values (where the input only inserts and the aggregates fold,
+//! a hash table of each key's state does, [`super::settle`]). Two phases for hot keys ([`Physical::Skew`]): entries
 //! of hot keys are salted, reduced to [`Partial`] states per `(key, salt)`,
 //! and the few states of a key merged on one worker.
 
@@ -15,6 +16,7 @@ use differential_dataflow::trace::implementations::{ValBatcher, ValBuilder, ValS
 use timely::dataflow::channels::pact::Exchange;
 
 use super::prepare::prepare;
+use super::settle::settle;
 use super::tally::Tally;
 use super::{Aggregates, Partial, Split};
 use crate::job::{Rows, Time, Updates};
@@ -77,6 +79,9 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
                 let entries = count_exchange(entries, "group-by (shuffle)", |(k, _)| {
                     Dest::Hash(k.hashed())
                 });
+                if updates == Updates::InsertOnly && aggs.foldable() {
+                    return settle(entries, aggs);
+                }
                 entries
                     .reduce(move |_key, group: &[(&Row, Tally)], out| {
                         out.push((aggs.finish(&aggs.partial(group)), 1isize))

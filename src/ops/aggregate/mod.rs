@@ -14,7 +14,9 @@
 //! `count_distinct` need the values themselves: the group's entries are its
 //! distinct *slot rows* (one slot per such aggregate), each with the tally of
 //! the rows that have it. Where the input only inserts (a batch run), `min`
-//! and `max` keep just their extremes per worker, so again one entry per key.
+//! and `max` keep just their extremes per worker, so again one entry per key,
+//! and the key's worker adds up its entries in a hash table instead of
+//! arranging them for a `reduce` (`settle.rs`).
 //! When every aggregate is `count`, differential's `count` (an `isize`
 //! difference, after the runner's input combiner) is cheaper still.
 //!
@@ -34,6 +36,7 @@
 
 mod group;
 mod prepare;
+mod settle;
 pub mod sum;
 pub mod tally;
 
@@ -323,8 +326,8 @@ impl Aggregates {
                 Agg::CountDistinct(_) => Partial::CountDistinct(0),
             })
             .collect();
-        let better = |a: &mut Value, b: &Value, max: bool| {
-            if !b.is_null() && (a.is_null() || (max && b > a) || (!max && b < a)) {
+        let better = |a: &mut Value, b: &Value, kind: AggKind| {
+            if prepare::extreme_wins(kind, a, b) {
                 *a = b.clone();
             }
         };
@@ -337,8 +340,8 @@ impl Aggregates {
                     (Partial::Sum(a), Partial::Sum(b)) | (Partial::Avg(a), Partial::Avg(b)) => {
                         a.add_sum(b, m)
                     }
-                    (Partial::Min(a), Partial::Min(b)) => better(a, b, false),
-                    (Partial::Max(a), Partial::Max(b)) => better(a, b, true),
+                    (Partial::Min(a), Partial::Min(b)) => better(a, b, AggKind::Min),
+                    (Partial::Max(a), Partial::Max(b)) => better(a, b, AggKind::Max),
                     (a, b) => unreachable!("partials of different aggregates: {a:?}, {b:?}"),
                 }
             }

@@ -35,7 +35,8 @@ const MAX_HELD: usize = 1 << 18;
 /// A grouping's entries: `((key, slot row), time, tally)`.
 pub type Entries<'s> = VecCollection<'s, Time, (Row, Row), Tally>;
 
-type Entry = ((Row, Row), Time, Tally);
+/// One entry at one time.
+pub type Entry = ((Row, Row), Time, Tally);
 
 /// Where each part of an entry comes from, in input-row positions.
 #[derive(Clone)]
@@ -64,16 +65,22 @@ impl Layout {
     fn fold_into(&self, held: &mut Key, row: &Row) {
         for (h, &(kind, c)) in held.iter_mut().zip(&self.slots) {
             let v = &row[c];
-            let better = match kind {
-                AggKind::Min => !v.is_null() && (h.is_null() || v < h),
-                AggKind::Max => !v.is_null() && (h.is_null() || v > h),
-                _ => unreachable!("only min and max slots fold"),
-            };
-            if better {
+            if extreme_wins(kind, h, v) {
                 *h = v.clone();
             }
         }
     }
+}
+
+/// Whether `v` replaces `held` as the extreme of a `min` or `max` slot:
+/// nulls are not values, and a slot with none holds null.
+pub fn extreme_wins(kind: AggKind, held: &Value, v: &Value) -> bool {
+    let better = match kind {
+        AggKind::Min => v < held,
+        AggKind::Max => v > held,
+        _ => unreachable!("only min and max slots fold"),
+    };
+    !v.is_null() && (held.is_null() || better)
 }
 
 /// What one worker holds for one time.
