@@ -69,7 +69,12 @@ impl Index {
 
     /// The first entry from the hash's home slot on whose tag matches and
     /// that `eq` accepts.
-    fn find(&self, hash: u64, mut eq: impl FnMut(usize) -> bool) -> Option<usize> {
+    fn find(&self, hash: u64, eq: impl FnMut(usize) -> bool) -> Option<usize> {
+        self.find_slot(hash, eq).map(|at| Self::entry(self.slots[at]))
+    }
+
+    /// As [`Index::find`], the slot that names the entry.
+    fn find_slot(&self, hash: u64, mut eq: impl FnMut(usize) -> bool) -> Option<usize> {
         let tag = hash >> 32;
         let mut at = self.home(hash);
         loop {
@@ -77,14 +82,43 @@ impl Index {
             if slot == 0 {
                 return None;
             }
-            if slot >> 32 == tag {
-                let entry = (slot as u32 - 1) as usize;
-                if eq(entry) {
-                    return Some(entry);
-                }
+            if slot >> 32 == tag && eq(Self::entry(slot)) {
+                return Some(at);
             }
             at = (at + 1) & self.mask();
         }
+    }
+
+    /// The entry number a full slot holds.
+    fn entry(slot: u64) -> usize {
+        (slot as u32 - 1) as usize
+    }
+
+    /// Empties slot `hole`, moving back the slots after it that it would
+    /// otherwise cut off from their home (linear probing's deletion, so
+    /// that no tombstones pile up); `hashes` gives an entry's hash.
+    fn delete(&mut self, mut hole: usize, hashes: impl Fn(usize) -> u64) {
+        let mask = self.mask();
+        let mut at = (hole + 1) & mask;
+        while self.slots[at] != 0 {
+            let home = self.home(hashes(Self::entry(self.slots[at])));
+            // The slot may fill the hole if its home is not after the hole
+            // (cyclically, on the way from its home to where it is).
+            if (at.wrapping_sub(home) & mask) >= (at.wrapping_sub(hole) & mask) {
+                self.slots[hole] = self.slots[at];
+                hole = at;
+            }
+            at = (at + 1) & mask;
+        }
+        self.slots[hole] = 0;
+    }
+
+    /// Makes the slot of entry `from` (hashed to `hash`) name entry `to`.
+    fn renumber(&mut self, hash: u64, from: usize, to: usize) {
+        let at = self
+            .find_slot(hash, |e| e == from)
+            .expect("an indexed entry has a slot");
+        self.slots[at] = ((hash >> 32) << 32) | (to as u64 + 1);
     }
 
     /// Indexes entry number `entry` (the next one: entries `0..entry` are
@@ -205,6 +239,29 @@ impl<V> RowMap<V> {
         self.entries.push(Entry { hash, key, value });
     }
 
+    /// Takes the key whose values are `key` and hash is `hash` out, if it
+    /// is held. The last key added takes its place in the order.
+    pub fn remove<'v, I>(&mut self, hash: u64, key: I) -> Option<(Key, V)>
+    where
+        I: IntoIterator<Item = &'v Value>,
+        I::IntoIter: Clone,
+    {
+        let key = key.into_iter();
+        let entries = &self.entries;
+        let at = self.index.find_slot(hash, |e| {
+            let entry = &entries[e];
+            entry.hash == hash && entry.key.iter().eq(key.clone())
+        })?;
+        let e = Index::entry(self.index.slots[at]);
+        self.index.delete(at, |e| entries[e].hash);
+        let last = self.entries.len() - 1;
+        if e != last {
+            self.index.renumber(self.entries[last].hash, last, e);
+        }
+        let removed = self.entries.swap_remove(e);
+        Some((removed.key, removed.value))
+    }
+
     /// Takes every key and value out, in the order they were added; the
     /// map keeps its memory for the keys to come.
     pub fn drain(&mut self) -> impl Iterator<Item = (Key, V)> + '_ {
@@ -273,6 +330,31 @@ mod tests {
     }
 
     proptest! {
+        /// Against a plain `HashMap`, keys added and taken out: the same keys
+        /// held, each found, past several index resizes.
+        #[test]
+        fn removes_as_a_hash_map_does(
+            ops in prop::collection::vec((any::<bool>(), prop::collection::vec(0u8..30, 1..3)), 0..3000)
+        ) {
+            let mut map = RowMap::default();
+            let mut reference: HashMap<Vec<Value>, i64> = HashMap::new();
+            for (i, (keep, k)) in ops.iter().enumerate() {
+                let key: Vec<Value> = k.iter().map(|&b| value(b)).collect();
+                let hash = hash_values(&key);
+                if *keep {
+                    add(&mut map, &key, i as i64);
+                    *reference.entry(key).or_default() += i as i64;
+                } else {
+                    let got = map.remove(hash, &key).map(|(k, v)| (k.into_vec(), v));
+                    prop_assert_eq!(got, reference.remove_entry(&key));
+                }
+                prop_assert_eq!(map.len(), reference.len());
+            }
+            for (key, v) in &reference {
+                prop_assert_eq!(map.get_mut(hash_values(key), key), Some(&mut v.clone()));
+            }
+        }
+
         /// Against a plain `HashMap`: the same sums per key, for keys of one
         /// or three values, many repeated, past several index resizes.
         #[test]

@@ -2,8 +2,8 @@
 //!
 //! One phase (the default): the prepared entries ([`super::prepare`]) are
 //! exchanged by key, and a `reduce` per key turns its entries into the
-//! aggregate values (where the input only inserts and the aggregates fold,
-//! a hash table of each key's state does, [`super::settle`]). Two phases for hot keys ([`Physical::Skew`]): entries
+//! aggregate values (where a key's state is all it needs, a hash table of
+//! the states does, [`super::settle`]). Two phases for hot keys ([`Physical::Skew`]): entries
 //! of hot keys are salted, reduced to [`Partial`] states per `(key, salt)`,
 //! and the few states of a key merged on one worker.
 
@@ -79,7 +79,7 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
                 let entries = count_exchange(entries, "group-by (shuffle)", |(k, _)| {
                     Dest::Hash(k.hashed())
                 });
-                if updates == Updates::InsertOnly && aggs.foldable() {
+                if aggs.settles(updates) {
                     return settle(entries, aggs);
                 }
                 entries

@@ -14,9 +14,10 @@
 //! `count_distinct` need the values themselves: the group's entries are its
 //! distinct *slot rows* (one slot per such aggregate), each with the tally of
 //! the rows that have it. Where the input only inserts (a batch run), `min`
-//! and `max` keep just their extremes per worker, so again one entry per key,
-//! and the key's worker adds up its entries in a hash table instead of
-//! arranging them for a `reduce` (`settle.rs`).
+//! and `max` keep just their extremes per worker, so again one entry per key.
+//! Where a key's state is all there is to keep (no ordered slots, or
+//! extremes folded), the key's worker adds up its entries in a hash table
+//! instead of arranging them for a `reduce` (`settle.rs`).
 //! When every aggregate is `count`, differential's `count` (an `isize`
 //! difference, after the runner's input combiner) is cheaper still.
 //!
@@ -46,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub use group::{GroupAggregate, project};
 
-use crate::job::PlanError;
+use crate::job::{PlanError, Updates};
 use crate::schema::{ColumnType, InputSchema};
 use crate::value::{Row, Value};
 use sum::Sum;
@@ -278,6 +279,14 @@ impl Aggregates {
     /// needs every distinct value). Valid only for inputs that only insert.
     fn foldable(&self) -> bool {
         self.slots.iter().all(|(k, _)| *k != AggKind::CountDistinct)
+    }
+
+    /// Whether a key's state is all its last step needs to keep
+    /// (`settle.rs`): with no `min`, `max` or `count_distinct` the tally is
+    /// the whole state (a retraction subtracts from it), and where rows
+    /// only arrive, so are the extremes of `min` and `max`.
+    fn settles(&self, updates: Updates) -> bool {
+        self.slots.is_empty() || (updates == Updates::InsertOnly && self.foldable())
     }
 
     /// The states of one part of a group: its entries (slot rows with the
