@@ -1,6 +1,7 @@
 //! A hash map keyed by rows' values, for the tables probed once per input
-//! row: the input combiner (`runner::combine`) and grouping's per-worker
-//! pre-aggregation (`ops::aggregate::prepare`).
+//! row: the input combiner (`runner::combine`), grouping's per-worker
+//! pre-aggregation (`ops::aggregate::prepare`) and its per-key states
+//! (`ops::aggregate::settle`).
 //!
 //! With 100k keys such a table is megabytes, more than a core's cache, so
 //! a probe is a cache miss (on small pages, a page walk too) that the CPU
@@ -70,7 +71,8 @@ impl Index {
     /// The first entry from the hash's home slot on whose tag matches and
     /// that `eq` accepts.
     fn find(&self, hash: u64, eq: impl FnMut(usize) -> bool) -> Option<usize> {
-        self.find_slot(hash, eq).map(|at| Self::entry(self.slots[at]))
+        self.find_slot(hash, eq)
+            .map(|at| Self::entry(self.slots[at]))
     }
 
     /// As [`Index::find`], the slot that names the entry.

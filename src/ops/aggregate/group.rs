@@ -3,9 +3,10 @@
 //! One phase (the default): the prepared entries ([`super::prepare`]) are
 //! exchanged by key, and a `reduce` per key turns its entries into the
 //! aggregate values (where a key's state is all it needs, a hash table of
-//! the states does, [`super::settle`]). Two phases for hot keys ([`Physical::Skew`]): entries
-//! of hot keys are salted, reduced to [`Partial`] states per `(key, salt)`,
-//! and the few states of a key merged on one worker.
+//! the states does, [`super::settle`]). Two phases for hot keys
+//! ([`Physical::Skew`]): entries of hot keys are salted, reduced to
+//! [`Partial`] states per `(key, salt)`, and the few states of a key merged
+//! on one worker.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -139,7 +139,11 @@ fn add_all(states: &mut States, kinds: &[AggKind], run: &[Entry], hashes: &mut V
         states.prefetch_for(hashes, i);
         match states.get_mut(hash, key) {
             Some(state) => state.add(kinds, slots, tally),
-            None => states.insert_new(hash, key.iter().cloned().collect(), State::new(slots, tally)),
+            None => states.insert_new(
+                hash,
+                key.iter().cloned().collect(),
+                State::new(slots, tally),
+            ),
         }
     }
 }
