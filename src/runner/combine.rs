@@ -30,6 +30,15 @@ const MAX_HELD: usize = 1 << 18;
 /// Combining goes on after a flush only if rows repeated at least this many
 /// times on average since the previous one.
 const MIN_REPEAT: usize = 2;
+/// Distinct rows held when the combiner first looks at how often rows
+/// repeat: if fewer than one row in [`RARE`] found its row already held,
+/// rows hardly repeat (a fact table's `key,value`) and combining stops
+/// there, instead of hashing [`MAX_HELD`] rows into a table bigger than the
+/// cache first. Rows that repeat at all pass: 100k keys drawn uniformly have
+/// a third of their rows repeat by the time 64k are held.
+const EARLY: usize = 1 << 16;
+/// See [`EARLY`].
+const RARE: usize = 64;
 /// Rows between a row's hash and its probe.
 const RING: usize = 2 * PROBE_AHEAD;
 
@@ -41,7 +50,7 @@ pub struct Combiner {
     /// `next`.
     ring: Vec<(Row, isize, u64)>,
     next: usize,
-    /// Rows counted since the last flush.
+    /// Rows counted since the last flush (the ring's not yet).
     seen: usize,
     enabled: bool,
 }
@@ -91,22 +100,31 @@ impl Combiner {
         self.held
             .prefetch(self.ring[(self.next + RING - PROBE_AHEAD) % RING].2);
         self.next = (self.next + 1) % RING;
-        self.count(row, old_diff, old_hash);
-        self.seen += 1;
-        if self.held.len() >= MAX_HELD {
-            self.enabled = self.seen >= MIN_REPEAT * self.held.len();
-            self.seen = 0;
+        let added = self.count(row, old_diff, old_hash);
+        let held = self.held.len();
+        let rare = added && held == EARLY && (self.seen - held) * RARE < self.seen;
+        if rare || held >= MAX_HELD {
+            self.enabled = !rare && self.seen >= MIN_REPEAT * held;
             self.flush(session);
         }
     }
 
-    /// Counts `row` (hashed to `hash`) `diff` more times, leaving it empty.
-    fn count(&mut self, row: &mut Row, diff: isize, hash: u64) {
-        match self.held.get_mut(hash, row.iter()) {
-            Some(n) => *n += diff,
-            None => self.held.insert_new(hash, row.drain(..).collect(), diff),
-        }
+    /// Counts `row` (hashed to `hash`) `diff` more times, leaving it empty;
+    /// true if it was not held.
+    fn count(&mut self, row: &mut Row, diff: isize, hash: u64) -> bool {
+        self.seen += 1;
+        let added = match self.held.get_mut(hash, row.iter()) {
+            Some(n) => {
+                *n += diff;
+                false
+            }
+            None => {
+                self.held.insert_new(hash, row.drain(..).collect(), diff);
+                true
+            }
+        };
         row.clear();
+        added
     }
 
     /// Sends every row held or waiting in the ring, with its count.
@@ -118,6 +136,7 @@ impl Combiner {
         ring.clear();
         self.ring = ring;
         self.next = 0;
+        self.seen = 0;
         for (row, n) in self.held.drain().filter(|(_, n)| *n != 0) {
             session.update(row.into_vec(), n);
         }
@@ -195,9 +214,9 @@ mod tests {
     }
 
     #[test]
-    fn distinct_rows_switch_combining_off_and_lose_nothing() {
-        // Past MAX_HELD distinct rows, then repeats of a few.
-        let n = MAX_HELD as i64 + 1000;
+    fn distinct_rows_switch_combining_off_early_and_lose_nothing() {
+        // Past EARLY distinct rows, then repeats of a few.
+        let n = EARLY as i64 + 1000;
         let changes: Vec<(Row, isize)> = (0..n)
             .map(|i| (vec![Value::Int(i)], 1))
             .chain((0..500).map(|i| (vec![Value::Int(i % 3)], 1)))
@@ -205,8 +224,29 @@ mod tests {
         let (updates, got) = combined(changes.clone());
         assert_eq!(got, sums(&changes));
         assert!(
-            updates > MAX_HELD + 1000,
-            "combining went on after the table filled"
+            updates > EARLY + 1400,
+            "combining went on past {EARLY} distinct rows: {updates} updates"
+        );
+    }
+
+    #[test]
+    fn rows_that_repeat_too_little_switch_combining_off_when_the_table_fills() {
+        // Every third row repeats the one before: plenty for the early
+        // look, too few (1.5 times each) once MAX_HELD are held.
+        let n = MAX_HELD as i64 + 1000;
+        let changes: Vec<(Row, isize)> = (0..n)
+            .flat_map(|i| {
+                let row = vec![Value::Int(i)];
+                let times = if i % 2 == 0 { 2 } else { 1 };
+                std::iter::repeat_n((row, 1), times)
+            })
+            .chain((0..500).map(|i| (vec![Value::Int(i % 3)], 1)))
+            .collect();
+        let (updates, got) = combined(changes.clone());
+        assert_eq!(got, sums(&changes));
+        assert!(
+            (MAX_HELD..MAX_HELD + 2000).contains(&(updates - 1500)),
+            "combining should go on to {MAX_HELD} rows held, then stop: {updates} updates"
         );
     }
 }
