@@ -432,7 +432,9 @@ fn a_bad_row_read_by_any_process_fails_every_process_alike_and_commits_nothing()
 fn a_killed_process_ends_the_others_promptly_with_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("big.csv");
-    write_csv(&csv, 1_500_000, None);
+    // Big enough that a process is still reading well after the pause below
+    // (a group-by of 1.5M rows once ran in 0.3 s, before the pause ended).
+    write_csv(&csv, 4_000_000, None);
     let hosts = hostfile(dir.path(), 2);
     let out = dir.path().join("out");
     let run = strings(&[
@@ -453,7 +455,7 @@ fn a_killed_process_ends_the_others_promptly_with_nothing_committed() {
     let mut p1 = start(&run, 2, 1, &hosts);
     // Stopped as soon as it runs, so it cannot finish before it is killed;
     // by then the two are connected (that takes milliseconds).
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(Duration::from_millis(200));
     let pid = p1.id().to_string();
     let stop = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
     assert!(stop.success());
