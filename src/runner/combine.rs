@@ -9,8 +9,9 @@
 //! what is exchanged and sorted by orders of magnitude; when rows are mostly
 //! distinct (a fact table's `key,value`) it would only cost a hash per row,
 //! so the combiner holds at most [`MAX_HELD`] distinct rows, and when that
-//! fills up without rows having repeated enough, it flushes and switches
-//! itself off for the rest of the input.
+//! fills up without rows having repeated enough since the last flush (or,
+//! at [`EARLY`] rows held, when hardly any row repeated), it flushes and
+//! switches itself off for the rest of the input.
 //!
 //! Each row waits `2 * PROBE_AHEAD` rows in a small ring between its hash and its
 //! probe: its index slot is prefetched when it comes in, its entry
