@@ -217,18 +217,26 @@ impl<V> RowMap<V> {
         }
     }
 
+    /// The index slot of the key whose values are `key` and hash is `hash`.
+    fn slot_of<'v, I>(&self, hash: u64, key: I) -> Option<usize>
+    where
+        I: IntoIterator<Item = &'v Value>,
+        I::IntoIter: Clone,
+    {
+        let key = key.into_iter();
+        self.index.find_slot(hash, |e| {
+            let entry = &self.entries[e];
+            entry.hash == hash && entry.key.iter().eq(key.clone())
+        })
+    }
+
     /// The value of the key whose values are `key` and hash is `hash`.
     pub fn get_mut<'v, I>(&mut self, hash: u64, key: I) -> Option<&mut V>
     where
         I: IntoIterator<Item = &'v Value>,
         I::IntoIter: Clone,
     {
-        let key = key.into_iter();
-        let entries = &self.entries;
-        let e = self.index.find(hash, |e| {
-            let entry = &entries[e];
-            entry.hash == hash && entry.key.iter().eq(key.clone())
-        })?;
+        let e = Index::entry(self.index.slots[self.slot_of(hash, key)?]);
         Some(&mut self.entries[e].value)
     }
 
@@ -248,13 +256,9 @@ impl<V> RowMap<V> {
         I: IntoIterator<Item = &'v Value>,
         I::IntoIter: Clone,
     {
-        let key = key.into_iter();
-        let entries = &self.entries;
-        let at = self.index.find_slot(hash, |e| {
-            let entry = &entries[e];
-            entry.hash == hash && entry.key.iter().eq(key.clone())
-        })?;
+        let at = self.slot_of(hash, key)?;
         let e = Index::entry(self.index.slots[at]);
+        let entries = &self.entries;
         self.index.delete(at, |e| entries[e].hash);
         let last = self.entries.len() - 1;
         if e != last {
