@@ -390,3 +390,64 @@ fn a_keyed_table_made_as_one_indexed_table_still_works() {
     keyed_updates(&mut store, id);
     assert_eq!(count(&conn, "groups__v1"), 3);
 }
+
+/// Rows enough for several upserts of many rows and a remainder, mixing
+/// what a bag keeps apart: integers, equal floats, text, NULLs.
+fn many_bag_rows() -> Vec<Row> {
+    (0..3 * epoch::UPSERT_ROWS as i64 + 5)
+        .map(|i| {
+            let v = match i % 4 {
+                0 => Value::Int(i / 4),
+                1 => Value::float((i / 4) as f64),
+                2 => s(&(i / 4).to_string()),
+                _ if i % 20 == 3 => Value::Null,
+                _ => Value::float(i as f64 + 0.5),
+            };
+            row(&[v, s(["a", "b", "c"][i as usize % 3])])
+        })
+        .collect()
+}
+
+/// Epochs of many rows (each a few times, some again, some retracted)
+/// leave the table holding what adding them up gives, in either layout
+/// that upserts: inserts go by many rows at a time, and a row already
+/// stored adds up.
+#[test]
+fn many_rows_in_an_epoch_add_up_as_one_by_one() {
+    for unique in [false, true] {
+        let (_dir, mut store, id, conn) = one_output("bag", &[0, 1], DeploymentState::Live);
+        if unique {
+            conn.execute_batch(
+                "DROP VIEW bag__v1; DROP TABLE kappa_rows__bag__v1; DROP TABLE kappa_nulls__bag__v1;
+                 CREATE TABLE bag__v1 (k, v, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0));
+                 CREATE UNIQUE INDEX kappa_key__bag__v1 ON bag__v1
+                     (k, v, ((typeof(k) = 'real') * 1 + (typeof(v) = 'real') * 2));",
+            )
+            .unwrap();
+        }
+        let rows = many_bag_rows();
+        let epochs: Vec<Vec<(Row, isize)>> = vec![
+            rows.iter().map(|r| (r.clone(), 2)).collect(),
+            rows.iter().step_by(2).map(|r| (r.clone(), 1)).collect(),
+            rows.iter()
+                .skip(1)
+                .step_by(3)
+                .map(|r| (r.clone(), -2))
+                .collect(),
+        ];
+        let mut model = BTreeMap::new();
+        for (e, changes) in epochs.into_iter().enumerate() {
+            for (r, diff) in &changes {
+                *model.entry(r.clone()).or_insert(0) += diff;
+            }
+            model.retain(|_, n| *n != 0);
+            commit(&mut store, id, vec![changes], e as u64 + 1).unwrap();
+            let want: Vec<(Row, isize)> = model.iter().map(|(r, n)| (r.clone(), *n)).collect();
+            assert_eq!(
+                store.read_rows("bag__v1").unwrap(),
+                want,
+                "unique {unique}, epoch {e}"
+            );
+        }
+    }
+}
