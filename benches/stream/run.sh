@@ -12,7 +12,9 @@
 #    `kappa stream JOB ... --until-caught-up --quiet` on a fresh table store is
 #    timed from start to exit, and `kappa run` of the same job on the same data
 #    as files; best of RUNS. Every stream table is checked against the batch
-#    output (same rows and counts).
+#    output (same rows and counts). `count-by` and `group-by` run once more
+#    with --max-batch BIG_BATCH (one epoch per worker), and the join's floor
+#    is SQLite alone inserting the join's output rows in one statement.
 # 2. Latency (latency.py). `kappa stream` runs in the background while a
 #    producer appends ticks of rows at a fixed RATE (records/s) and a poller
 #    reads the output view every few ms; p50/p99/max of append -> visible.
@@ -21,7 +23,7 @@
 #   ROWS=N         rows in fact.csv (default 2000000)
 #   RUNS=N         timed runs per throughput measurement, best reported (default 2)
 #   WORKERS=N      --workers (default 2); topics have PARTITIONS=2 partitions
-#   BIG_BATCH=N    --max-batch of the extra count-by stream run with large epochs (default 1000000)
+#   BIG_BATCH=N    --max-batch of the extra count-by and group-by stream runs (default 1000000)
 #   LAT_RUNS="W:R .." latency runs, workload:records/s (workloads in latency.py;
 #                  default "ticks:50000 groupby:50000 groupby:20000 groupby:10000")
 #   LAT_SECS=S     measured seconds per latency run (default 20, plus 3 s warm-up)
@@ -172,6 +174,10 @@ if [[ ${SKIP_THROUGHPUT:-0} != 1 ]]; then
     bench batch_groupby "$KAPPA" run group-by --input "input=$FACT" --param key=key --param agg=count,sum:value \
         --output "$OUT/groupby" --overwrite --workers "$WORKERS"
     check_table groupby groups 'key, count, sum_value' "$OUT/groupby/groups.csv"
+    # One epoch per worker: what the epoch sizer's first, small epoch costs a backlog.
+    PRE=fresh_db bench stream_groupby_big "$KAPPA" stream group-by --input input=fact --param key=key \
+        --param agg=count,sum:value --max-batch "$BIG_BATCH" "${STREAM_COMMON[@]}"
+    sql "SELECT epochs, records_applied FROM kappa_deployments" >"$TMP/stream_groupby_big.catalog" || true
 
     PRE=fresh_db bench stream_join "$KAPPA" stream join --input left=fact --input right=dim \
         --param on=key=key --param kind=inner "${STREAM_COMMON[@]}"
@@ -180,6 +186,22 @@ if [[ ${SKIP_THROUGHPUT:-0} != 1 ]]; then
         --output "$OUT/join" --overwrite --workers "$WORKERS"
     check_table join joined 'key, value, attr' "$OUT/join/joined.csv"
     du -sb "$DB" "$DB-wal" 2>/dev/null | awk '{ s += $1 } END { print s }' >"$TMP/join_db_bytes" || true
+    # The single writer's floor for the join's output: SQLite alone inserting its
+    # distinct rows (with their counts, in key order) from one INSERT ... SELECT,
+    # into a table shaped as kappa's, in one transaction. Staged untimed.
+    STAGE=$WORK/floor-stage.db FLOOR_DB=$WORK/floor.db
+    rm -f "$STAGE"
+    sqlite3 -batch "$STAGE" ".mode csv" ".import $OUT/join/joined.csv imported" \
+        "CREATE TABLE rows AS SELECT CAST(key AS INTEGER) AS k, CAST(value AS INTEGER) AS v, attr AS a,
+             count(*) AS n FROM imported GROUP BY 1, 2, 3 ORDER BY 1, 2, 3" "DROP TABLE imported"
+    sqlite3 -batch "$STAGE" "SELECT count(*) FROM rows" >"$TMP/floor_rows"
+    floor_fresh() { rm -f "$FLOOR_DB" "$FLOOR_DB-wal" "$FLOOR_DB-shm"; }
+    PRE=floor_fresh bench sqlite_join_floor sqlite3 -batch "$FLOOR_DB" "PRAGMA journal_mode = wal" \
+        "CREATE TABLE t (key, value, attr, kappa_mask INTEGER NOT NULL,
+             kappa_n INTEGER NOT NULL CHECK (kappa_n > 0),
+             PRIMARY KEY (key, value, attr, kappa_mask)) WITHOUT ROWID" \
+        "ATTACH '$STAGE' AS s" "BEGIN" "INSERT INTO t SELECT k, v, a, 0, n FROM s.rows" "COMMIT"
+    rm -f "$STAGE" "$FLOOR_DB" "$FLOOR_DB-wal" "$FLOOR_DB-shm"
     rm -rf "$OUT"
 fi
 
@@ -227,7 +249,8 @@ MEM_KB=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
 if [[ -n $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null) ]]; then COMMIT+=" (dirty)"; fi
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-for f in stream_count stream_count_big stream_groupby stream_join; do [[ -f $TMP/$f.catalog ]] || : >"$TMP/$f.catalog"; done
+[[ -f $TMP/floor_rows ]] || echo 0 >"$TMP/floor_rows"
+for f in stream_count stream_count_big stream_groupby stream_groupby_big stream_join; do [[ -f $TMP/$f.catalog ]] || : >"$TMP/$f.catalog"; done
 [[ -f $TMP/fact_bytes ]] || echo 0 >"$TMP/fact_bytes"
 [[ -f $TMP/join_db_bytes ]] || echo 0 >"$TMP/join_db_bytes"
 
@@ -282,6 +305,7 @@ if "produce_fact" in r:
     for label, key, n in [("`count-by key=key`", "count", rows),
                           (f"`count-by key=key`, `--max-batch {big}`", "count_big", rows),
                           ("`group-by key=key agg=count,sum:value`", "groupby", rows),
+                          (f"`group-by key=key agg=count,sum:value`, `--max-batch {big}`", "groupby_big", rows),
                           ("`join` fact ⋈ dim on key, inner", "join", rows + DIM_ROWS)]:
         s, b = t(f"stream_{key}"), t(f"batch_{key.removesuffix('_big')}")
         ratio = "—" if not s or not b else f"{s / b:.2f}×"
@@ -295,6 +319,13 @@ if "produce_fact" in r:
         b_txt = "FAILED" if (r.get(f"batch_{key.removesuffix('_big')}") or {}).get("status") == "FAILED" else fmt_s(b)
         out.append(f"| {label} | {n:,} | {s_txt} | {rate(n, s)} | {b_txt} | {rate(n, b)} | {ratio} | {cpu} | {rss} | {catalog('stream_' + key)} |")
     out.append("")
+    floor, sj = t("sqlite_join_floor"), t("stream_join")
+    floor_rows = int(open(os.path.join(tmp, "floor_rows")).read().strip() or 0)
+    if floor:
+        ratio = "—" if not sj else f"{sj / floor:.2f}×"
+        out.append(f"The single writer's floor for the join's output: SQLite alone inserts its {floor_rows:,} "
+                   f"distinct rows from one `INSERT ... SELECT` into a table shaped as kappa's, in one "
+                   f"transaction, in {fmt_s(floor)} s on one core (stream join / floor: {ratio}).\n")
 
 lat = [json.loads(l) for l in open(os.path.join(tmp, "latency.jsonl")) if l.strip()]
 if lat:
