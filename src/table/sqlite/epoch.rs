@@ -110,7 +110,7 @@ struct ExactSql {
 
 /// Rows one `upsert_many` statement inserts. With a statement per row, the
 /// committer of a stream `join` spent ~2.1 s of CPU on its 2M output rows,
-/// where SQLite inserts the same rows from one `INSERT ... SELECT` in 0.86 s:
+/// where SQLite inserts the same rows from one `INSERT ... SELECT` in 0.9 s:
 /// the rest was per statement (resetting, stepping, opening and closing
 /// the table's cursor), and that stream waits on its committer. A row has
 /// at most `MASKED_COLUMNS` + 2 parameters, so a statement stays far below

@@ -293,27 +293,34 @@ fn a_bag_retracts_from_either_table() {
     bag_round_trip(&mut store, id);
 }
 
+/// Remakes the bag `bag__v1` (columns `k`, `v`) as earlier versions made
+/// it: one table, with a UNIQUE index over the row and its float mask or
+/// (not `unique`) a plain index over the row.
+fn remake_as_one_table(conn: &Connection, unique: bool) {
+    let (index, mask, layout) = match unique {
+        true => (
+            "UNIQUE INDEX",
+            ", ((typeof(k) = 'real') * 1 + (typeof(v) = 'real') * 2)",
+            swap::Layout::UniqueIndexed,
+        ),
+        false => ("INDEX", "", swap::Layout::Indexed),
+    };
+    conn.execute_batch(&format!(
+        "DROP VIEW bag__v1; DROP TABLE kappa_rows__bag__v1; DROP TABLE kappa_nulls__bag__v1;
+         CREATE TABLE bag__v1 (k, v, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0));
+         CREATE {index} kappa_key__bag__v1 ON bag__v1 (k, v{mask});"
+    ))
+    .unwrap();
+    assert_eq!(swap::layout(conn, "bag__v1").unwrap(), layout);
+}
+
 /// Bags made by earlier versions, one table with a plain or a UNIQUE
 /// index over the row (and its float mask), still take every change.
 #[test]
 fn a_bag_made_as_one_indexed_table_still_works() {
     for unique in [false, true] {
         let (_dir, mut store, id, conn) = one_output("bag", &[0, 1], DeploymentState::Live);
-        let (index, mask, layout) = match unique {
-            true => (
-                "UNIQUE INDEX",
-                ", ((typeof(k) = 'real') * 1 + (typeof(v) = 'real') * 2)",
-                swap::Layout::UniqueIndexed,
-            ),
-            false => ("INDEX", "", swap::Layout::Indexed),
-        };
-        conn.execute_batch(&format!(
-            "DROP VIEW bag__v1; DROP TABLE kappa_rows__bag__v1; DROP TABLE kappa_nulls__bag__v1;
-             CREATE TABLE bag__v1 (k, v, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0));
-             CREATE {index} kappa_key__bag__v1 ON bag__v1 (k, v{mask});"
-        ))
-        .unwrap();
-        assert_eq!(swap::layout(&conn, "bag__v1").unwrap(), layout);
+        remake_as_one_table(&conn, unique);
         bag_round_trip(&mut store, id);
     }
 }
@@ -417,13 +424,7 @@ fn many_rows_in_an_epoch_add_up_as_one_by_one() {
     for unique in [false, true] {
         let (_dir, mut store, id, conn) = one_output("bag", &[0, 1], DeploymentState::Live);
         if unique {
-            conn.execute_batch(
-                "DROP VIEW bag__v1; DROP TABLE kappa_rows__bag__v1; DROP TABLE kappa_nulls__bag__v1;
-                 CREATE TABLE bag__v1 (k, v, kappa_n INTEGER NOT NULL CHECK (kappa_n > 0));
-                 CREATE UNIQUE INDEX kappa_key__bag__v1 ON bag__v1
-                     (k, v, ((typeof(k) = 'real') * 1 + (typeof(v) = 'real') * 2));",
-            )
-            .unwrap();
+            remake_as_one_table(&conn, true);
         }
         let rows = many_bag_rows();
         let epochs: Vec<Vec<(Row, isize)>> = vec![
