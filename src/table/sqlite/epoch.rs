@@ -81,13 +81,7 @@ pub(super) struct TableSql {
     key: Option<Vec<usize>>,
     /// On the table of rows matched column by column: the version table,
     /// or a split one's table of rows with a NULL.
-    delete: String,
-    decrement: String,
-    increment: String,
-    insert: String,
-    replace: String,
-    /// Whether a row is stored (parameters `?1..?n`).
-    stored: String,
+    general: ByColumns,
     /// For the rows without a NULL, where a unique key finds them: a split
     /// table's, or a bag's with a unique index.
     exact: Option<ExactSql>,
@@ -126,48 +120,72 @@ impl TableSql {
     ) -> Result<TableSql, TableError> {
         let table = table_name(&schema.name, version);
         let layout = swap::layout(conn, &table)?;
-        let n = schema.columns.len();
-        let count = n + 1;
         let columns: Vec<String> = schema.columns.iter().map(|c| quote(c)).collect();
-        let matches: Vec<String> = (1..=n)
-            .zip(&columns)
-            .map(|(i, c)| format!("{c} IS ?{i} AND typeof({c}) = typeof(?{i})"))
-            .collect();
-        let matches = matches.join(" AND ");
-        let general = match layout {
+        let t = quote(&match layout {
             Layout::Split => swap::nulls_table(&table),
             Layout::Indexed | Layout::UniqueIndexed => table.clone(),
-        };
-        let t = quote(&general);
-        let values: Vec<String> = (1..=count).map(|i| format!("?{i}")).collect();
-        let new = |i: usize| count + 1 + i;
-        let set: Vec<String> = (0..n)
-            .filter(|i| !schema.key.contains(i))
-            .map(|i| format!("{} = ?{}", columns[i], new(i)))
-            .collect();
-        let keyed = is_keyed(schema);
-        let insert = format!(
-            "INSERT INTO {t} ({}, kappa_n) VALUES ({})",
-            columns.join(", "),
-            values.join(", ")
-        );
-        let delete = format!("DELETE FROM {t} WHERE {matches} AND kappa_n = ?{count}");
-        let decrement = format!(
-            "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
-        );
+        });
+        let general = ByColumns::new(&t, &columns, &schema.key);
         let exact = match layout {
             Layout::Indexed => None,
             Layout::UniqueIndexed => Some(ExactSql::new(
                 &format!("INSERT INTO {t} ({}, kappa_n) VALUES", columns.join(", ")),
-                (1..=count).collect(),
+                (1..=columns.len() + 1).collect(),
                 false,
-                delete.clone(),
-                decrement.clone(),
+                general.delete.clone(),
+                general.decrement.clone(),
             )),
             Layout::Split => Some(ExactSql::split(&table, &columns)),
         };
         Ok(TableSql {
-            key: keyed.then(|| schema.key.clone()),
+            key: is_keyed(schema).then(|| schema.key.clone()),
+            general,
+            exact,
+            layout,
+            table,
+            arity: columns.len(),
+        })
+    }
+}
+
+/// The statements on table `t` (quoted) that find a row column by column,
+/// so that NULLs match and `1` never matches `1.0` (see the module docs).
+struct ByColumns {
+    delete: String,
+    decrement: String,
+    increment: String,
+    insert: String,
+    replace: String,
+    /// Whether a row is stored (parameters `?1..?n`).
+    stored: String,
+}
+
+impl ByColumns {
+    /// For `columns` (quoted), of which those at `key` are the output's key.
+    fn new(t: &str, columns: &[String], key: &[usize]) -> ByColumns {
+        let n = columns.len();
+        let count = n + 1;
+        let matches: Vec<String> = (1..=n)
+            .zip(columns)
+            .map(|(i, c)| format!("{c} IS ?{i} AND typeof({c}) = typeof(?{i})"))
+            .collect();
+        let matches = matches.join(" AND ");
+        let values: Vec<String> = (1..=count).map(|i| format!("?{i}")).collect();
+        let set: Vec<String> = (0..n)
+            .filter(|i| !key.contains(i))
+            .map(|i| format!("{} = ?{}", columns[i], count + 1 + i))
+            .collect();
+        ByColumns {
+            delete: format!("DELETE FROM {t} WHERE {matches} AND kappa_n = ?{count}"),
+            decrement: format!(
+                "UPDATE {t} SET kappa_n = kappa_n - ?{count} WHERE {matches} AND kappa_n > ?{count}"
+            ),
+            increment: format!("UPDATE {t} SET kappa_n = kappa_n + ?{count} WHERE {matches}"),
+            insert: format!(
+                "INSERT INTO {t} ({}, kappa_n) VALUES ({})",
+                columns.join(", "),
+                values.join(", ")
+            ),
             // The new row's absence is checked by `stored` first: a `NOT
             // EXISTS` on the table being updated made SQLite materialize
             // the matches in a temporary B-tree, opened and closed per row.
@@ -176,15 +194,7 @@ impl TableSql {
                 set.join(", "),
             ),
             stored: format!("SELECT 1 FROM {t} WHERE {matches} LIMIT 1"),
-            delete,
-            decrement,
-            increment: format!("UPDATE {t} SET kappa_n = kappa_n + ?{count} WHERE {matches}"),
-            insert,
-            exact,
-            layout,
-            table,
-            arity: n,
-        })
+        }
     }
 }
 
@@ -541,8 +551,8 @@ pub(super) fn apply(
         .as_ref()
         .filter(|_| !split || rows.iter().any(|(r, _)| !is_exact(r)));
     if let Some(key) = in_place {
-        let mut replace = conn.prepare_cached(&sql.replace)?;
-        let mut stored = conn.prepare_cached(&sql.stored)?;
+        let mut replace = conn.prepare_cached(&sql.general.replace)?;
+        let mut stored = conn.prepare_cached(&sql.general.stored)?;
         for (old, new) in updates(key, rows) {
             let (old_row, diff) = &rows[old];
             let new_row = &rows[new].0;
@@ -562,8 +572,8 @@ pub(super) fn apply(
         .zip(&done)
         .filter_map(|(r, done)| (!done).then_some(r))
         .collect();
-    let mut delete = conn.prepare_cached(&sql.delete)?;
-    let mut decrement = conn.prepare_cached(&sql.decrement)?;
+    let mut delete = conn.prepare_cached(&sql.general.delete)?;
+    let mut decrement = conn.prepare_cached(&sql.general.decrement)?;
     let mut exact = match &sql.exact {
         Some(e) => Some((
             conn.prepare_cached(&e.delete)?,
@@ -600,8 +610,8 @@ fn add<'r>(
     sql: &TableSql,
     rows: impl Iterator<Item = &'r (Row, isize)>,
 ) -> Result<(), TableError> {
-    let mut increment = conn.prepare_cached(&sql.increment)?;
-    let mut insert = conn.prepare_cached(&sql.insert)?;
+    let mut increment = conn.prepare_cached(&sql.general.increment)?;
+    let mut insert = conn.prepare_cached(&sql.general.insert)?;
     let mut upserts = match &sql.exact {
         Some(e) => Some((conn.prepare_cached(&e.upsert_many)?, e.masked)),
         None => None,
