@@ -191,7 +191,7 @@ if [[ ${SKIP_THROUGHPUT:-0} != 1 ]]; then
     # into a table shaped as kappa's, in one transaction. Staged untimed.
     STAGE=$WORK/floor-stage.db FLOOR_DB=$WORK/floor.db
     rm -f "$STAGE"
-    sqlite3 -batch "$STAGE" ".mode csv" ".import $OUT/join/joined.csv imported" \
+    sqlite3 -batch "$STAGE" ".mode csv" ".import '$OUT/join/joined.csv' imported" \
         "CREATE TABLE rows AS SELECT CAST(key AS INTEGER) AS k, CAST(value AS INTEGER) AS v, attr AS a,
              count(*) AS n FROM imported GROUP BY 1, 2, 3 ORDER BY 1, 2, 3" "DROP TABLE imported"
     sqlite3 -batch "$STAGE" "SELECT count(*) FROM rows" >"$TMP/floor_rows"
