@@ -52,7 +52,7 @@ pub use admin::{OffsetMove, ResetTo, TopicChange};
 pub use compaction::CompactionReport;
 pub use error::{LogError, Result};
 pub use partition::{OpenReport, Recovery};
-pub use reader::{PartitionReader, Start};
+pub use reader::{Lent, PartitionReader, Start};
 pub use record::{Record, RecordIn, RecordRef};
 pub use retention::{DeleteReason, DeletedSegment};
 pub use rows::RowFormat;

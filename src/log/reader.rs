@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::error::{LogError, Result};
 use super::index;
 use super::record::{Frame, Record, RecordRef};
-use super::segment::{HEADER_LEN, SegmentCursor, Step, index_path, list_segments, log_path};
+use super::segment::{HEADER_LEN, Scan, SegmentCursor, Step, index_path, list_segments, log_path};
 
 /// Where a new reader starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,31 @@ pub enum Start {
     Offset(u64),
     /// The next offset to be written: only new records are served.
     Latest,
+}
+
+/// What a reader remembers of the last record it lent: what a consumer
+/// records of where it stands (see [`PartitionReader::last_lent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lent {
+    /// The record's offset.
+    pub offset: u64,
+    /// Its [`Record::fingerprint`]: the CRC-32C its frame carries.
+    pub fingerprint: u32,
+    /// The writer's wall clock when it was appended, in ms since the Unix epoch.
+    pub append_ts: i64,
+    /// Its event time, when the producer gave one.
+    pub event_ts: Option<i64>,
+}
+
+impl Lent {
+    fn of(record: &RecordRef<'_>, fingerprint: u32) -> Lent {
+        Lent {
+            offset: record.offset,
+            fingerprint,
+            append_ts: record.append_ts,
+            event_ts: record.event_ts,
+        }
+    }
 }
 
 /// A reader of one partition: serves its records in offset order, from a
@@ -52,6 +77,8 @@ pub struct PartitionReader {
     /// Records below this have been handed out or skipped.
     floor: u64,
     pending: VecDeque<Record>,
+    /// The last record lent.
+    last: Option<Lent>,
 }
 
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
@@ -122,6 +149,7 @@ impl PartitionReader {
             successor: None,
             floor: target,
             pending: VecDeque::new(),
+            last: None,
         })
     }
 
@@ -170,11 +198,17 @@ impl PartitionReader {
                 }
                 let r = self.pending.pop_front().expect("checked above");
                 lent += 1;
+                self.last = Some(Lent::of(&r.view(), r.fingerprint()));
                 if f(r.view()).is_break() {
                     break;
                 }
                 continue;
             }
+            if self.lend_buffered(max, &below, &mut lent, f) || lent == max {
+                break;
+            }
+            // The buffer holds no whole frame to lend: read the file, move
+            // to the next segment, or find what is wrong.
             let frame = match self.fetch() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
@@ -188,11 +222,49 @@ impl PartitionReader {
                 break;
             }
             lent += 1;
+            self.last = Some(Lent::of(&record, frame.crc));
             if f(record).is_break() {
                 break;
             }
         }
         Ok(lent)
+    }
+
+    /// Lends `f` the records whose frames are whole in the cursor's buffer
+    /// (skipping those below the floor), until `lent` reaches `max` or a
+    /// record is not `below`; true when `f` broke.
+    fn lend_buffered(
+        &mut self,
+        max: usize,
+        below: &impl Fn(u64) -> bool,
+        lent: &mut usize,
+        f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
+    ) -> bool {
+        let (floor, last) = (&mut self.floor, &mut self.last);
+        let mut broke = false;
+        self.cur.scan_buffered(&mut |frame, record| {
+            if frame.offset < *floor {
+                return Scan::Take;
+            }
+            if *lent == max || !below(frame.offset) {
+                return Scan::Leave;
+            }
+            *floor = frame.offset + 1;
+            *lent += 1;
+            *last = Some(Lent::of(&record, frame.crc));
+            broke = f(record).is_break();
+            match broke {
+                true => Scan::TakeAndStop,
+                false => Scan::Take,
+            }
+        });
+        broke
+    }
+
+    /// The last record lent by [`PartitionReader::visit`] (or
+    /// [`PartitionReader::next_batch`]), if any.
+    pub fn last_lent(&self) -> Option<Lent> {
+        self.last
     }
 
     /// Waits until a record is available at the reader's position or the

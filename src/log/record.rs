@@ -209,6 +209,9 @@ pub struct Frame {
     pub append_ts: i64,
     /// The record's event time, when the producer gave one.
     pub event_ts: Option<i64>,
+    /// The CRC-32C the frame carries (and was checked against): the
+    /// record's [`Record::fingerprint`].
+    pub crc: u32,
     key: Option<(usize, usize)>,
     value: (usize, usize),
     /// The frame's length, prefix included.
@@ -257,6 +260,7 @@ pub fn decode(buf: &[u8]) -> Decoded<Record> {
 }
 
 /// Decodes the frame starting at `buf[0]`; its ranges index `buf`.
+#[inline]
 pub fn decode_frame(buf: &[u8]) -> Decoded<Frame> {
     let Some(len) = read_u32(buf, 0) else {
         return Decoded::Incomplete;
@@ -281,21 +285,22 @@ pub fn peek_offset(buf: &[u8]) -> Option<u64> {
 }
 
 /// The fields of a frame's body (after the length prefix); ranges index `body`.
+#[inline]
 fn decode_body(body: &[u8], len: usize) -> Result<Frame, String> {
-    let stored = read_u32(body, 0).ok_or("missing crc")?;
+    // `body` holds at least MIN_BODY bytes: crc, offset, append time, flags.
+    let fixed = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
+    let stored = u32::from_le_bytes(body[..4].try_into().expect("4 bytes"));
     let actual = crc32c::crc32c(&body[4..]);
     if stored != actual {
         return Err(format!(
             "crc mismatch: stored {stored:#010x}, computed {actual:#010x}"
         ));
     }
-    let mut cur = Cursor { buf: body, pos: 4 };
-    let offset = cur.u64()?;
-    let append_ts = cur.u64()? as i64;
-    let flags = cur.take(1)?[0];
+    let (offset, append_ts, flags) = (fixed(4), fixed(12) as i64, body[20]);
     if flags & !(FLAG_KEY | FLAG_EVENT_TS) != 0 {
         return Err(format!("unknown flag bits {flags:#04x}"));
     }
+    let mut cur = Cursor { buf: body, pos: 21 };
     let event_ts = if flags & FLAG_EVENT_TS != 0 {
         Some(cur.u64()? as i64)
     } else {
@@ -319,6 +324,7 @@ fn decode_body(body: &[u8], len: usize) -> Result<Frame, String> {
         offset,
         append_ts,
         event_ts,
+        crc: stored,
         key,
         value,
         len,
@@ -331,6 +337,7 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).ok_or("length overflow")?;
         let out = self
@@ -341,16 +348,19 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
     /// The positions of the next `n` bytes, which are skipped.
+    #[inline]
     fn range(&mut self, n: usize) -> Result<(usize, usize), String> {
         let start = self.pos;
         self.take(n)?;
         Ok((start, self.pos))
     }
+    #[inline]
     fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
+    #[inline]
     fn u64(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
@@ -408,7 +418,9 @@ mod tests {
             encode(&rin, offset, ats, &mut buf);
             prop_assert_eq!(buf.len(), rin.encoded_len());
             let want = Record { offset, key: key.clone(), value: value.clone(), event_ts: ets, append_ts: ats };
-            prop_assert_eq!(decode(&buf), Decoded::Record(want, buf.len()));
+            prop_assert_eq!(decode(&buf), Decoded::Record(want.clone(), buf.len()));
+            let Decoded::Record(frame, _) = decode_frame(&buf) else { panic!("a frame") };
+            prop_assert_eq!(frame.crc, want.fingerprint());
             // Every strict prefix is incomplete, never an error or a panic.
             for cut in 0..buf.len() {
                 prop_assert_eq!(decode(&buf[..cut]), Decoded::Incomplete);

@@ -193,6 +193,17 @@ pub enum Step<R = Record> {
     Bad(String),
 }
 
+/// What [`SegmentCursor::scan_buffered`] does with the frame it lent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scan {
+    /// Consume it and go on.
+    Take,
+    /// Consume it and stop.
+    TakeAndStop,
+    /// Stop before it: the next scan or step starts at this frame.
+    Leave,
+}
+
 /// Buffered sequential reader over one segment file. It re-reads the file
 /// when it runs dry, so it naturally follows a concurrent appender.
 pub struct SegmentCursor {
@@ -267,6 +278,35 @@ impl SegmentCursor {
                 }
             }
         }
+    }
+
+    /// Lends `f` the records of the complete, valid, in-order frames already
+    /// in the buffer, from the cursor's position, without reading the file:
+    /// the loop a reader spends its time in. Stops at the first frame that
+    /// is not whole, valid and in order (for [`SegmentCursor::next_frame`]
+    /// to judge, refilling the buffer first), at the end of the buffer, or
+    /// when `f` says so; the cursor is left after every frame `f` took.
+    pub fn scan_buffered(&mut self, f: &mut impl FnMut(&Frame, RecordRef<'_>) -> Scan) {
+        let mut at = (self.pos - self.buf_pos) as usize;
+        while let Decoded::Record(frame, len) = decode_frame(&self.buf[at..]) {
+            let in_order = match self.last_offset {
+                Some(prev) => frame.offset > prev,
+                None => frame.offset >= self.base,
+            };
+            if !in_order {
+                break;
+            }
+            let scan = f(&frame, frame.record(&self.buf[at..]));
+            if scan == Scan::Leave {
+                break;
+            }
+            at += len;
+            self.last_offset = Some(frame.offset);
+            if scan == Scan::TakeAndStop {
+                break;
+            }
+        }
+        self.pos = self.buf_pos + at as u64;
     }
 
     /// The record of the frame [`SegmentCursor::next_frame`] returned last

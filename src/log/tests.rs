@@ -246,6 +246,63 @@ fn visit_lends_records_in_order_up_to_until_and_a_break() {
     );
 }
 
+/// `last_lent` is the last record a read lent, with its frame's CRC as the
+/// fingerprint and its times, however it was read: from the buffer, after
+/// a refill, held past an `until`, across segments, from an indexed offset.
+#[test]
+fn last_lent_is_the_last_record_lent_with_its_fingerprint() {
+    let f = fixture();
+    f.log.create_topic("t", tiny(6000)).unwrap();
+    let mut w = f.log.writer("t").unwrap();
+    for i in 0..400u64 {
+        let value = val(i);
+        let rec = RecordIn::new((i % 3 == 0).then_some(&b"k"[..]), &value);
+        let rec = match i % 2 {
+            0 => rec.with_event_ts(i as i64 * 10),
+            _ => rec,
+        };
+        f.now.store(1_000_000 + i as i64, Ordering::SeqCst);
+        w.append_batch(0, &[rec]).unwrap();
+    }
+    drop(w);
+    let all = read_all(&f.log, "t", 0, Start::Earliest).unwrap();
+    let of = |r: &Record| Lent {
+        offset: r.offset,
+        fingerprint: r.fingerprint(),
+        append_ts: r.append_ts,
+        event_ts: r.event_ts,
+    };
+    for start in [0, 1, 137, 399] {
+        let mut reader = f.log.reader("t", 0, Start::Offset(start)).unwrap();
+        assert_eq!(reader.last_lent(), None);
+        let (mut next, mut expected) = (start, None);
+        for call in 0..400 {
+            let max = [1, 7, 50, 1000][call % 4];
+            let until = (call % 3 == 1).then_some(next + 13);
+            let mut offsets = Vec::new();
+            reader
+                .visit(max, until, &mut |rec| {
+                    offsets.push(rec.offset);
+                    std::ops::ControlFlow::Continue(())
+                })
+                .unwrap();
+            assert_eq!(
+                offsets,
+                (next..next + offsets.len() as u64).collect::<Vec<_>>()
+            );
+            if let Some(&last) = offsets.last() {
+                expected = Some(of(&all[last as usize]));
+                next = last + 1;
+            }
+            assert_eq!(reader.last_lent(), expected, "from {start}, call {call}");
+            if next == 400 && until.is_none() {
+                break;
+            }
+        }
+        assert_eq!(expected.map(|l| l.offset), Some(399));
+    }
+}
+
 #[test]
 fn big_segment_uses_sparse_index() {
     let f = fixture();

@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::SourceError;
-use crate::log::{Log, PartitionReader, RecordRef, Start};
+use crate::log::{Lent, Log, PartitionReader, RecordRef, Start};
 
 /// A partition's retained range: `earliest` is the first offset still held,
 /// `end` the offset the next appended record gets.
@@ -70,6 +70,9 @@ pub trait RecordReader: Send {
     ) -> Result<usize, SourceError>;
     /// The smallest offset the next returned record can have.
     fn position(&self) -> u64;
+    /// The last record lent (its offset, fingerprint and times): where a
+    /// consumer stands, checked on resume against what the log holds then.
+    fn last_lent(&self) -> Option<Lent>;
     /// Whether the last read reached the end of what the log holds (so a
     /// read that returned less than asked means "nothing more now", not
     /// "not fetched yet").
@@ -157,6 +160,10 @@ impl RecordReader for LogReader {
 
     fn position(&self) -> u64 {
         self.reader.position()
+    }
+
+    fn last_lent(&self) -> Option<Lent> {
+        self.reader.last_lent()
     }
 
     fn at_end(&self) -> bool {

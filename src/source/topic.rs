@@ -27,7 +27,7 @@ use super::records::{LogTopic, RecordLog, RecordReader};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::format::{csv_reader, csv_width};
 use crate::log::rows::{self, RowFormat, borrowed_csv_fields, decode_fields, typed};
-use crate::log::{Log, Record, RecordRef};
+use crate::log::{Log, RecordRef};
 use crate::schema::{InputSchema, Projection};
 use crate::value::{Row, Value};
 
@@ -110,8 +110,6 @@ struct PartitionRows {
     current: HashMap<Vec<u8>, Row>,
     /// Event topics under the `drop` late-event policy.
     late: Option<LateFilter>,
-    /// The last record consumed (its fingerprint is taken only when asked).
-    last: Option<Record>,
 }
 
 impl PartitionSource {
@@ -138,21 +136,20 @@ impl PartitionSource {
                 late,
                 projection,
                 current: HashMap::new(),
-                last: None,
             },
         })
     }
 
     /// The offset and fingerprint of the last record consumed.
     pub fn last_consumed(&self) -> Option<(u64, u32)> {
-        let last = self.rows.last.as_ref();
-        last.map(|r| (r.offset, r.fingerprint()))
+        let last = self.reader.last_lent();
+        last.map(|r| (r.offset, r.fingerprint))
     }
 
     /// The append time and event time (when the producer gave one) of the
     /// last record consumed, in unix ms.
     pub fn last_times(&self) -> Option<(i64, Option<i64>)> {
-        let last = self.rows.last.as_ref();
+        let last = self.reader.last_lent();
         last.map(|r| (r.append_ts, r.event_ts))
     }
 
@@ -212,7 +209,6 @@ impl PartitionSource {
                     BadRowPolicy::Skip => bad.record(at, problem),
                 }
             }
-            rows.remember(record);
             ControlFlow::Continue(())
         })?;
         match failed {
@@ -232,15 +228,6 @@ impl PartitionRows {
                 offset,
             },
             column: column.map(|c| (c + 1, self.input.schema.columns[c].clone())),
-        }
-    }
-
-    /// Keeps a copy of the last record consumed (in the buffers of the one
-    /// before: no allocation per record).
-    fn remember(&mut self, record: RecordRef<'_>) {
-        match &mut self.last {
-            Some(last) => record.copy_into(last),
-            None => self.last = Some(record.to_record()),
         }
     }
 
@@ -305,11 +292,15 @@ impl PartitionRows {
             let null = options.null.as_deref();
             let mut row = Vec::with_capacity(self.projection.columns.len());
             for &(col, ty) in &self.projection.columns {
-                row.push(
-                    elements[col]
-                        .typed(format, ty, null)
-                        .map_err(|e| (Some(col), e))?,
-                );
+                let element = elements[col];
+                match element.plain_int(ty, null) {
+                    Some(i) => row.push(Value::Int(i)),
+                    None => row.push(
+                        element
+                            .typed(format, ty, null)
+                            .map_err(|e| (Some(col), e))?,
+                    ),
+                }
             }
             return self.checked(row);
         }
@@ -374,7 +365,11 @@ impl PartitionRows {
     }
 
     /// `row`, once it passes the projection's value rules.
+    #[inline]
     fn checked(&self, row: Row) -> Result<Row, (Option<usize>, String)> {
+        if self.projection.rules.is_empty() {
+            return Ok(row);
+        }
         self.projection
             .check(&row)
             .map_err(|(col, e)| (Some(col), e))?;

@@ -22,7 +22,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{ClientSettings, KafkaFormat, KafkaUrl};
-use crate::log::{Record, RecordRef};
+use crate::log::{Lent, Record, RecordRef};
 use crate::source::SourceError;
 use crate::source::records::{Bounds, RecordLog, RecordReader};
 
@@ -154,6 +154,7 @@ impl RecordLog for KafkaTopic {
             at_end: false,
             time,
             pending: None,
+            last: None,
         }))
     }
 
@@ -269,6 +270,17 @@ struct KafkaReader {
     time: Option<TimeField>,
     /// A record fetched at or past a read's `until`, for the next read.
     pending: Option<Record>,
+    /// The last record lent, copied into the buffers of the one before.
+    last: Option<Record>,
+}
+
+/// Keeps a copy of `record`, the last one lent, in `last` (in the buffers
+/// of the one before: no allocation per record).
+fn remember(last: &mut Option<Record>, record: RecordRef<'_>) {
+    match last {
+        Some(last) => record.copy_into(last),
+        None => *last = Some(record.to_record()),
+    }
 }
 
 impl RecordReader for KafkaReader {
@@ -282,6 +294,7 @@ impl RecordReader for KafkaReader {
         let mut lent = 0;
         if let Some(r) = self.pending.take_if(|r| max > 0 && below(r.offset)) {
             lent = 1;
+            remember(&mut self.last, r.view());
             if f(r.view()).is_break() {
                 return Ok(lent);
             }
@@ -337,6 +350,7 @@ impl RecordReader for KafkaReader {
                 break;
             }
             lent += 1;
+            remember(&mut self.last, record);
             if f(record).is_break() {
                 break;
             }
@@ -349,6 +363,15 @@ impl RecordReader for KafkaReader {
 
     fn position(&self) -> u64 {
         self.pending.as_ref().map_or(self.position, |r| r.offset)
+    }
+
+    fn last_lent(&self) -> Option<Lent> {
+        self.last.as_ref().map(|r| Lent {
+            offset: r.offset,
+            fingerprint: r.fingerprint(),
+            append_ts: r.append_ts,
+            event_ts: r.event_ts,
+        })
     }
 
     fn at_end(&self) -> bool {
