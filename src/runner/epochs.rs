@@ -1,7 +1,8 @@
 //! Worker 0's side of a stream run's commit: gathers each epoch's output
-//! changes and the workers' reports as they arrive (in any order, from any
-//! process) and releases every complete epoch, in order, for the committer
-//! (which runs on its own thread: see `runner/commit.rs`).
+//! changes (each worker's sorted runs, `outputs::sorted_runs`) and the
+//! workers' reports as they arrive (in any order, from any process) and
+//! releases every complete epoch, in order, its runs merged, for the
+//! committer (which runs on its own thread: see `runner/commit.rs`).
 //!
 //! Invariants:
 //! - an epoch is released only once `complete(epoch)` holds (the dataflow's
@@ -16,14 +17,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::commit::{EpochReport, LastRecord};
-use super::order::{SortedRun, merge_runs, sort_consolidate};
-use super::outputs::OutputChange;
+use super::order::{SortedRun, merge_runs};
+use super::outputs::OutputRun;
 use crate::job::Time;
 use crate::table::InputOffset;
 use crate::value::Row;
-
-/// An output change tagged with its output's index: `((output, row), diff)`.
-pub type TaggedChange = ((usize, Row), isize);
 
 /// The workers' reports of one epoch, merged.
 #[derive(Debug, Default)]
@@ -120,8 +118,8 @@ pub struct Gatherer {
     next: Time,
     /// The plan's output count.
     outputs: usize,
-    /// Changes received, by epoch.
-    stash: BTreeMap<Time, Vec<TaggedChange>>,
+    /// The workers' runs received, by epoch.
+    stash: BTreeMap<Time, Vec<OutputRun>>,
     /// Reports received, by epoch, merged.
     logs: BTreeMap<Time, EpochLog>,
     /// Epoch 0's changes are kept (see [`Gatherer::new`]).
@@ -146,19 +144,17 @@ impl Gatherer {
         }
     }
 
-    /// Takes in output changes.
-    pub fn stash(&mut self, changes: &mut Vec<OutputChange>) {
+    /// Takes in runs that arrived, each with its epoch (and lets go of
+    /// them in `runs`). Epoch 0's are dropped unless the replay is kept.
+    pub fn stash(&mut self, runs: &mut Vec<(Time, OutputRun)>) {
         if self.halted {
-            changes.clear();
+            runs.clear();
             return;
         }
         let keep_replay = self.keep_replay;
-        for ((output, row), time, diff) in changes.drain(..) {
+        for (time, run) in runs.drain(..) {
             if time > 0 || keep_replay {
-                self.stash
-                    .entry(time)
-                    .or_default()
-                    .push(((output, row), diff));
+                self.stash.entry(time).or_default().push(run);
             }
         }
     }
@@ -187,10 +183,9 @@ impl Gatherer {
 
     /// The next epoch, if it is complete (`complete(t)` tells whether the
     /// frontier has passed epoch `t`) and something was received for it or
-    /// after it. Its changes are consolidated here, on the worker, so that
-    /// the committer's thread only writes, per output and by the batch
-    /// runner's prefix sort (`runner/order.rs`): an epoch of a projection
-    /// holds as many changes as it read records.
+    /// after it. Its runs (each worker's changes, sorted there) are merged
+    /// here, on the worker, so that the committer's thread only writes: an
+    /// epoch of a projection holds as many changes as it read records.
     pub fn ready(&mut self, complete: impl Fn(Time) -> bool) -> Option<Epoch> {
         let last = self.logs.keys().next_back().copied().unwrap_or(0);
         let last = last.max(self.stash.keys().next_back().copied().unwrap_or(0));
@@ -199,19 +194,18 @@ impl Gatherer {
         }
         let time = self.next;
         self.next += 1;
-        let changes = self.stash.remove(&time).unwrap_or_default();
-        let mut sizes = vec![0; self.outputs];
-        changes.iter().for_each(|((i, _), _)| sizes[*i] += 1);
-        let mut outputs: Vec<Vec<(Row, isize)>> =
-            sizes.into_iter().map(Vec::with_capacity).collect();
-        for ((i, row), diff) in changes {
-            outputs[i].push((row, diff));
+        let mut runs: Vec<Vec<SortedRun>> = (0..self.outputs).map(|_| Vec::new()).collect();
+        for (i, rows) in self.stash.remove(&time).unwrap_or_default() {
+            // The replay's runs are not sorted (`outputs::runs_of`).
+            runs[i].push(match time {
+                0 => SortedRun::new(rows),
+                _ => SortedRun::sorted(rows),
+            });
         }
-        outputs.iter_mut().for_each(sort_consolidate);
         Some(Epoch {
             time,
             log: self.logs.remove(&time).unwrap_or_default(),
-            outputs,
+            outputs: runs.into_iter().map(merge_runs).collect(),
         })
     }
 }
@@ -219,27 +213,53 @@ impl Gatherer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::outputs::{OutputChange, TaggedChange, runs_of};
     use crate::value::Value;
 
     fn change(time: Time, v: i64) -> OutputChange {
         ((0, vec![Value::Int(v)]), time, 1)
     }
 
+    /// What one worker sends of `changes` to a gatherer of `outputs`.
+    fn sent(outputs: usize, changes: Vec<OutputChange>) -> Vec<(Time, OutputRun)> {
+        let mut by_time: BTreeMap<Time, Vec<TaggedChange>> = BTreeMap::new();
+        for (change, time, diff) in changes {
+            by_time.entry(time).or_default().push((change, diff));
+        }
+        let runs = by_time
+            .into_iter()
+            .map(|(t, c)| (t, runs_of(t, outputs, c)));
+        runs.flat_map(|(t, runs)| runs.into_iter().map(move |r| (t, r)))
+            .collect()
+    }
+
     #[test]
     fn consolidates_each_output() {
         let mut g = Gatherer::new(2, false);
         let row = |v: i64| vec![Value::Int(v)];
-        g.stash(&mut vec![
-            ((1, row(2)), 1, 1),
-            ((0, row(3)), 1, 1),
-            ((1, row(1)), 1, 2),
-            ((1, row(2)), 1, -1),
-            ((0, row(3)), 1, 1),
-        ]);
+        // Two workers' runs: each consolidated on its worker, then merged.
+        g.stash(&mut sent(
+            2,
+            vec![
+                ((1, row(2)), 1, 1),
+                ((0, row(3)), 1, 1),
+                ((1, row(1)), 1, 2),
+                ((1, row(4)), 1, 1),
+            ],
+        ));
+        g.stash(&mut sent(
+            2,
+            vec![
+                ((1, row(2)), 1, -1),
+                ((0, row(3)), 1, 1),
+                ((1, row(0)), 1, 1),
+            ],
+        ));
         g.receive(1, report(0, 5));
         g.ready(|_| true).expect("epoch 0");
         let e1 = g.ready(|_| true).expect("epoch 1");
-        assert_eq!(e1.outputs, vec![vec![(row(3), 2)], vec![(row(1), 2)]]);
+        let expected = vec![(row(0), 1), (row(1), 2), (row(4), 1)];
+        assert_eq!(e1.outputs, vec![vec![(row(3), 2)], expected]);
     }
 
     fn report(worker: usize, records: u64) -> EpochReport {
@@ -253,7 +273,10 @@ mod tests {
     #[test]
     fn releases_complete_epochs_in_order_with_their_changes_and_reports() {
         let mut g = Gatherer::new(1, false);
-        g.stash(&mut vec![change(2, 20), change(1, 10), change(0, 0)]);
+        g.stash(&mut sent(
+            1,
+            vec![change(2, 20), change(1, 10), change(0, 0)],
+        ));
         g.receive(1, report(0, 3));
         g.receive(2, report(1, 4));
         // Nothing before the frontier passes epoch 0.
@@ -275,8 +298,11 @@ mod tests {
     #[test]
     fn a_first_deployment_keeps_the_replay() {
         let mut g = Gatherer::new(1, true);
-        g.stash(&mut vec![change(0, 0)]);
-        assert!(!g.ready(|_| true).expect("epoch 0").is_unchanged());
+        // The replay's runs come unsorted: the gatherer sorts them.
+        g.stash(&mut sent(1, vec![change(0, 2), change(0, 1), change(0, 2)]));
+        let e0 = g.ready(|_| true).expect("epoch 0");
+        let row = |v: i64| vec![Value::Int(v)];
+        assert_eq!(e0.outputs, vec![vec![(row(1), 1), (row(2), 2)]]);
     }
 
     fn offset(partition: u32, next: u64) -> InputOffset {
@@ -347,7 +373,7 @@ mod tests {
     #[test]
     fn a_failure_report_releases_nothing_more() {
         let mut g = Gatherer::new(1, false);
-        g.stash(&mut vec![change(1, 10)]);
+        g.stash(&mut sent(1, vec![change(1, 10)]));
         g.receive(0, report(0, 1));
         let failed = EpochReport {
             failure: Some("disk on fire".into()),
@@ -355,7 +381,7 @@ mod tests {
         };
         assert_eq!(g.receive(1, failed), Some((1, "disk on fire".into())));
         assert!(g.ready(|_| true).is_none());
-        g.stash(&mut vec![change(2, 20)]);
+        g.stash(&mut sent(1, vec![change(2, 20)]));
         assert!(g.ready(|_| true).is_none());
     }
 }

@@ -6,21 +6,28 @@
 //! is done with them (collected for sorting, stashed for an epoch commit).
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use differential_dataflow::Hashable;
 use differential_dataflow::VecCollection;
-use timely::dataflow::ProbeHandle;
+use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
+use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::operator::Operator;
+use timely::dataflow::{ProbeHandle, StreamVec};
 use timely::progress::frontier::MutableAntichain;
 
 use super::OutputRows;
+use super::order::sort_consolidate;
 use crate::job::{Rows, Time};
 use crate::value::Row;
 
 /// One output change: `((output index, row), time, diff)`.
 pub type OutputChange = ((usize, Row), Time, isize);
+
+/// An output change of a known time: `((output index, row), diff)`.
+pub type TaggedChange = ((usize, Row), isize);
 
 /// Every output's changes as one collection, tagged with the output's
 /// index; `probe` (if given) is advanced by its progress. `None` for a
@@ -38,6 +45,64 @@ pub fn tagged_outputs<'s>(
         tagged = tagged.probe_with(probe);
     }
     Some(tagged)
+}
+
+/// One worker's changes to one output in one epoch: `(output, rows)`,
+/// sorted and consolidated, except the replay's (epoch 0: see [`runs_of`]).
+pub type OutputRun = (usize, Vec<(Row, isize)>);
+
+/// Each worker's changes of each epoch as [`OutputRun`]s, made on that
+/// worker once the epoch is complete there: the committer's worker, which
+/// gathers them all, then merges sorted runs (`runner/epochs.rs`) instead
+/// of sorting every worker's changes while the others wait for it.
+pub fn sorted_runs<'s>(
+    changes: VecCollection<'s, Time, (usize, Row)>,
+    outputs: usize,
+) -> StreamVec<'s, Time, OutputRun> {
+    type Pending = BTreeMap<Time, (Capability<Time>, Vec<TaggedChange>)>;
+    changes
+        .inner
+        .unary_frontier::<CapacityContainerBuilder<Vec<OutputRun>>, _, _, _>(
+            Pipeline,
+            "SortRuns",
+            move |_capability, _info| {
+                let mut pending = Pending::new();
+                move |(input, frontier), output| {
+                    input.for_each(|cap, data| {
+                        for (change, t, diff) in data.drain(..) {
+                            let (_, changes) = pending
+                                .entry(t)
+                                .or_insert_with(|| (cap.delayed(&t, 0), Vec::new()));
+                            changes.push((change, diff));
+                        }
+                    });
+                    while let Some(entry) = pending.first_entry() {
+                        if frontier.less_equal(entry.key()) {
+                            break;
+                        }
+                        let (t, (cap, changes)) = entry.remove_entry();
+                        output
+                            .session(&cap)
+                            .give_iterator(runs_of(t, outputs, changes).into_iter());
+                    }
+                }
+            },
+        )
+}
+
+/// One worker's changes of epoch `time`, one run per output that changed.
+/// The replay's (epoch 0) are left unsorted: the gatherer drops them
+/// unless the deployment never committed, and sorts them then.
+pub fn runs_of(time: Time, outputs: usize, changes: Vec<TaggedChange>) -> Vec<OutputRun> {
+    let mut runs: Vec<Vec<(Row, isize)>> = vec![Vec::new(); outputs];
+    for ((output, row), diff) in changes {
+        runs[output].push((row, diff));
+    }
+    if time > 0 {
+        runs.iter_mut().for_each(sort_consolidate);
+    }
+    let changed = runs.into_iter().enumerate();
+    changed.filter(|(_, rows)| !rows.is_empty()).collect()
 }
 
 /// Sinks every output's changes through `pact` into `each`, which is

@@ -57,7 +57,7 @@ use super::combine::Combiner;
 pub use super::commit::{CatchUp, LastRecord, SwapPolicy};
 use super::commit::{Committer, CommitterSetup, EpochReport, Hold, Sink, is_retired};
 use super::epochs::{Epoch, Gatherer};
-use super::outputs::{OutputChange, tagged_outputs};
+use super::outputs::{OutputRun, sorted_runs, tagged_outputs};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
 use crate::schema::OutputSchema;
@@ -710,17 +710,19 @@ impl Shared {
                 let shared = self.clone();
                 let mut commit = commit;
                 let mut stashed = Vec::new();
-                changes
-                    .inner
+                sorted_runs(changes, self.run.plan.outputs.len())
                     .binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
                         reports,
-                        Exchange::new(|_: &OutputChange| 0),
+                        Exchange::new(|_: &OutputRun| 0),
                         Exchange::new(|_: &EpochReport| 0),
                         "Commit",
                         move |_capability, _info| {
                             move |(changes, changed), (reports, reported), _output| {
                                 let mut received = Vec::new();
-                                changes.for_each(|_cap, data| stashed.append(data));
+                                changes.for_each(|cap, data| {
+                                    let time = *cap.least().expect("an epoch");
+                                    stashed.extend(data.drain(..).map(|run| (time, run)));
+                                });
                                 reports.for_each(|cap, data| {
                                     received.extend(
                                         data.drain(..)
@@ -810,7 +812,7 @@ impl Shared {
         &self,
         gatherer: &mut Gatherer,
         to: &SyncSender<Epoch>,
-        changes: &mut Vec<OutputChange>,
+        changes: &mut Vec<(Time, OutputRun)>,
         reports: Vec<(Time, EpochReport)>,
         complete: impl Fn(Time) -> bool,
     ) {
