@@ -366,6 +366,10 @@ impl SqliteStore {
         action: &'static str,
     ) -> Result<(), TableError> {
         let owned = match super::owner::lock_file(&self.path, d) {
+            // Its owner may have made the epoch whole and let go since the
+            // caller looked: asked again under the lock, which no owner can
+            // take meanwhile, half-written means that no process writes it.
+            Ok(_free) if !half_written(&self.conn, d.id)? => return Ok(()),
             Ok(_free) => false,
             Err(TableError::Owned { .. }) => true,
             Err(e) => return Err(e),
