@@ -8,10 +8,14 @@
 //! rows are dropped after a checksum of their ints, so nothing is optimised
 //! away. Best of `KAPPA_BENCH_RUNS` (default 5), segments in the page cache.
 //!
-//! Run with: `KAPPA_LOG_DIR=... cargo bench --bench topic_read`.
+//! Run with: `KAPPA_LOG_DIR=... cargo bench --bench topic_read`, e.g. the
+//! log `benches/stream/run.sh` leaves in `benches/stream/work/log` (2M
+//! records); the figures in benches/README.md are of benches/reprocess's
+//! 10M-record topic (`kappa log produce fact --file fact.csv --key key`).
 
 use std::time::Instant;
 
+use anyhow::Context;
 use kappa::log::Log;
 use kappa::schema::{ColumnType, Projection};
 use kappa::source::topic::{PartitionSource, TopicInput};
@@ -22,7 +26,8 @@ use kappa::value::Value;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
-    let dir = std::env::var("KAPPA_LOG_DIR")?;
+    let dir = std::env::var("KAPPA_LOG_DIR")
+        .context("set KAPPA_LOG_DIR to a log directory holding the topic")?;
     let topic = std::env::var("KAPPA_BENCH_TOPIC").unwrap_or_else(|_| "fact".into());
     let runs: usize = std::env::var("KAPPA_BENCH_RUNS").map_or(Ok(5), |s| s.parse())?;
     let log = Log::open(&dir)?;
