@@ -150,6 +150,11 @@ fn a_stop_between_pieces_is_repaired_by_the_next_owner() {
         (0, 0)
     );
     assert_eq!(lease.generation, reset.generation);
+    // A reader that saw it half-written before the owner made it whole and
+    // let go of its lock tries again rather than refuse it as orphaned.
+    store
+        .await_whole(&d, std::time::Instant::now(), "be read")
+        .unwrap();
 
     // Replayed from the start, it ends where a whole commit would have.
     store.writers.clear();
