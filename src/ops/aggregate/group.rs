@@ -17,7 +17,7 @@ use differential_dataflow::trace::implementations::{ValBatcher, ValBuilder, ValS
 use timely::dataflow::channels::pact::Exchange;
 
 use super::prepare::prepare;
-use super::settle::settle;
+use super::settle::{settle, settle_counts};
 use super::tally::Tally;
 use super::{Aggregates, Partial, Split};
 use crate::job::{Rows, Time, Updates};
@@ -64,10 +64,7 @@ impl<'s> GroupAggregate<'s> for Rows<'s> {
             let n = aggs.aggs.len();
             let keys = self.map(move |row| project(&row, &key));
             let keys = count_exchange(keys, "group-by (shuffle)", |k| Dest::Hash(k.hashed()));
-            return keys.count().map(move |(mut k, c)| {
-                k.extend(std::iter::repeat_n(crate::value::Value::Int(c as i64), n));
-                k
-            });
+            return settle_counts(keys, n);
         }
         let salts = hot_salts(&self, physical);
         let entries = prepare(self, &key, &values, &aggs, updates);

@@ -18,8 +18,9 @@
 //! Where a key's state is all there is to keep (no ordered slots, or
 //! extremes folded), the key's worker adds up its entries in a hash table
 //! instead of arranging them for a `reduce` (`settle.rs`).
-//! When every aggregate is `count`, differential's `count` (an `isize`
-//! difference, after the runner's input combiner) is cheaper still.
+//! When every aggregate is `count`, the key rows themselves settle, with
+//! the runner's input combiner's counts as their `isize` differences:
+//! cheaper still.
 //!
 //! Determinism: float sums are exact (Shewchuk's non-overlapping partials,
 //! as Python's `math.fsum`, see [`sum`]) and rounded once at the end, so the
@@ -268,8 +269,9 @@ impl Aggregates {
         }
     }
 
-    /// True when every aggregate is `count`: then the plain `count`
-    /// operator (an `isize` difference) is the cheapest grouping.
+    /// True when every aggregate is `count`: then the input combiner's
+    /// counts (an `isize` difference) are all a key needs
+    /// (`settle::settle_counts`), the cheapest grouping.
     fn only_counts(&self) -> bool {
         self.aggs.iter().all(|a| *a == Agg::Count)
     }
