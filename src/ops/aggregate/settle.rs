@@ -329,6 +329,20 @@ mod tests {
         vec![Value::Int(i64::from(k % 7)), number(v), any_value(w)]
     }
 
+    /// Pushes a row's updates by its fate: inserted at `t` (0), then
+    /// retracted later (1), then inserted again (2); whether it is there
+    /// in the end.
+    fn fated(timed: &mut Vec<(Row, u64, isize)>, row: Row, t: u64, fate: u8) -> bool {
+        timed.push((row.clone(), t, 1));
+        if fate > 0 {
+            timed.push((row.clone(), t + 1 + u64::from(fate), -1));
+        }
+        if fate == 2 {
+            timed.push((row, t + 4, 1));
+        }
+        fate != 1
+    }
+
     proptest! {
         /// Settling gives the reduce's output (the same grouping over the same
         /// rows, treated as a stream that may retract), on 1 to 3 workers,
@@ -380,14 +394,7 @@ mod tests {
             // Per key: rows still there, and the sum of their non-null values.
             let mut expected: std::collections::BTreeMap<i64, (i64, Option<i64>)> = Default::default();
             for ((row, _), &(k, v, t, fate)) in projected.into_iter().zip(&rows) {
-                timed.push((row.clone(), t, 1));
-                if fate > 0 {
-                    timed.push((row.clone(), t + 1 + u64::from(fate), -1));
-                }
-                if fate == 2 {
-                    timed.push((row, t + 4, 1));
-                }
-                if fate != 1 {
+                if fated(&mut timed, row, t, fate) {
                     let (n, sum) = expected.entry(k).or_default();
                     *n += 1;
                     if let Some(v) = v {
@@ -421,14 +428,7 @@ mod tests {
             let mut timed = Vec::new();
             let mut expected: std::collections::BTreeMap<i64, i64> = Default::default();
             for ((row, _), &(k, _, t, fate)) in projected.into_iter().zip(&rows) {
-                timed.push((row.clone(), t, 1));
-                if fate > 0 {
-                    timed.push((row.clone(), t + 1 + u64::from(fate), -1));
-                }
-                if fate == 2 {
-                    timed.push((row, t + 4, 1));
-                }
-                if fate != 1 {
+                if fated(&mut timed, row, t, fate) {
                     *expected.entry(k).or_default() += 1;
                 }
             }
