@@ -4,6 +4,7 @@
 //! line). A word is a maximal run of alphanumeric characters (Unicode), lowercased.
 //! Output `counts`: `word,count`; key: `word`.
 
+use crate::ops::aggregate::{AggKind, Aggregates, GroupAggregate};
 use crate::prelude::*;
 
 pub struct WordCount;
@@ -62,13 +63,15 @@ impl Dataflow for WordCountFlow {
         _context: &BuildContext<'s>,
     ) -> Result<Outputs<'s>, BuildError> {
         let lines = inputs.take("text")?;
+        let count = Aggregates::over_positions(&[(AggKind::Count, None)]);
         let counts = lines
             .flat_map(|row| match &row[0] {
-                Value::Str(line) => words(line).map(|w| Value::str(&w)).collect::<Vec<_>>(),
+                Value::Str(line) => words(line)
+                    .map(|w| vec![Value::str(&w)])
+                    .collect::<Vec<_>>(),
                 _ => Vec::new(),
             })
-            .count()
-            .map(|(word, n)| vec![word, Value::Int(n as i64)]);
+            .group_aggregate(vec![0], vec![], count);
         Ok(Outputs::from([("counts", counts)]))
     }
 }
