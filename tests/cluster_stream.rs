@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::cluster::hostfile;
 use crate::common::{Rng, World, output_within};
-use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users, wait_for_commit};
+use crate::stream::{JOBS, StreamJob, events, stream_args, table_csv, users, wait_for_commit_of};
 
 const EVENTS_HEADER: &str = "user,user_id,ts,page,amount";
 const USERS_HEADER: &str = "user_id,country";
@@ -256,9 +256,9 @@ fn a_killed_stream_process_ends_the_others_and_a_restart_resumes_exactly_once() 
         "50".into(),
     ]);
     let hosts = hostfile(w.dir.path(), 2);
-    let p0 = start(&w, &args, 2, 0, &hosts);
+    let mut p0 = start(&w, &args, 2, 0, &hosts);
     let mut p1 = start(&w, &args, 2, 1, &hosts);
-    wait_for_commit(&w, job.output);
+    wait_for_commit_of(&w, job.output, &mut p0);
     p1.kill().unwrap(); // SIGKILL
     p1.wait().unwrap();
     let out =
@@ -428,13 +428,13 @@ fn sigterm_to_the_launcher_stops_every_process_of_a_stream_cleanly() {
     let mut args = vec!["cluster".to_string(), "-n".into(), "2".into(), "--".into()];
     args.extend(stream_args(job));
     args.extend(["--workers".into(), "1".into()]);
-    let launcher = w
+    let mut launcher = w
         .kappa(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_commit(&w, job.output);
+    wait_for_commit_of(&w, job.output, &mut launcher);
     let status = std::process::Command::new("kill")
         .args(["-TERM", &launcher.id().to_string()])
         .status()

@@ -122,6 +122,28 @@ pub(crate) const JOBS: &[StreamJob] = &[
 
 /// Waits (bounded) until the live deployment of `output` has committed offsets.
 pub(crate) fn wait_for_commit(w: &World, output: &str) {
+    wait_for_commit_unless(w, output, &mut || None)
+}
+
+/// As [`wait_for_commit`], but fails at once, saying why, when `child`
+/// (the process that should commit) has exited: with its status and what
+/// it wrote to its stderr, if that is piped.
+pub(crate) fn wait_for_commit_of(w: &World, output: &str, child: &mut std::process::Child) {
+    wait_for_commit_unless(w, output, &mut || {
+        let status = child.try_wait().unwrap()?;
+        let mut err = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+        }
+        Some(format!(
+            "the process exited ({status}) before committing: {err}"
+        ))
+    })
+}
+
+/// Waits (bounded) until `output` has committed offsets, failing at once
+/// when `gone` says why it never will.
+fn wait_for_commit_unless(w: &World, output: &str, gone: &mut dyn FnMut() -> Option<String>) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let committed = kappa::table::open_existing(&w.addr()).is_ok_and(|store| {
@@ -133,6 +155,9 @@ pub(crate) fn wait_for_commit(w: &World, output: &str) {
         });
         if committed {
             return;
+        }
+        if let Some(why) = gone() {
+            panic!("{output}: {why}");
         }
         assert!(
             std::time::Instant::now() < deadline,
