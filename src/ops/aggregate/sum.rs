@@ -7,6 +7,15 @@
 //! value is read. Zero partials are dropped, so the partials of an exact
 //! zero are empty and a sum that returns to zero is the zero of the group
 //! ([`IsZero`]): consolidation can remove it.
+//!
+//! Floats of magnitude [`HUGE`] and above are summed apart, scaled down by
+//! [`SCALE`] (exactly: they stay far from the subnormal range), so that no
+//! intermediate sum overflows: with values below `2^960` (or scaled below
+//! it) and multiplicities below `2^63`, no sum of either list reaches
+//! `f64::MAX`. (Summed together, `1.5e308 + 7e307` overflowed to an
+//! infinity and its error term to the opposite one; the retraction of both
+//! then left NaN partials instead of the zero.) A total beyond the float
+//! range reads as an infinity, as IEEE rounding gives it.
 
 use differential_dataflow::difference::{Abelian, IsZero, Monoid, Semigroup};
 use serde::{Deserialize, Serialize};
@@ -21,8 +30,20 @@ pub struct Sum {
     /// Float values among them: the sum is a float as soon as one is.
     floats: i64,
     ints: i128,
+    /// Floats of magnitude below [`HUGE`].
     partials: Vec<F64>,
+    /// Floats of magnitude [`HUGE`] and above, times [`SCALE`].
+    huge: Vec<F64>,
 }
+
+/// The magnitude from which a float is summed scaled down.
+const HUGE: f64 = f64::from_bits((1023 + 960) << 52);
+
+/// What a float of magnitude [`HUGE`] or more is multiplied by: `2^-64`.
+const SCALE: f64 = f64::from_bits((1023 - 64) << 52);
+
+/// The inverse of [`SCALE`]: `2^64`.
+const UNSCALE: f64 = f64::from_bits((1023 + 64) << 52);
 
 impl Sum {
     /// Adds `v` `m` times (`m` negative retracts); nulls are not values.
@@ -32,7 +53,7 @@ impl Sum {
             Value::Int(i) => self.ints += *i as i128 * m as i128,
             Value::Float(f) => {
                 self.floats += m;
-                add_times(&mut self.partials, f.get(), m);
+                self.add_float(f.get(), m);
             }
             // The plan types sum/avg columns as numbers, so the source layer
             // rejects anything else as a bad row before it gets here.
@@ -65,11 +86,38 @@ impl Sum {
         if self.values == 0 {
             return Value::Null;
         }
-        Value::float(self.as_f64() / self.values as f64)
+        if self.huge.is_empty() {
+            return Value::float(self.as_f64() / self.values as f64);
+        }
+        // The average of huge values is itself within range: divide first.
+        let scaled_ints = self.ints as f64 * SCALE;
+        Value::float((scaled_ints + self.scaled_floats()) / self.values as f64 * UNSCALE)
+    }
+
+    /// Adds float `x` `m` times, to the list its magnitude belongs in.
+    fn add_float(&mut self, x: f64, m: i64) {
+        if x.abs() < HUGE {
+            add_times(&mut self.partials, x, m);
+        } else {
+            add_times(&mut self.huge, x * SCALE, m);
+        }
     }
 
     fn as_f64(&self) -> f64 {
-        self.ints as f64 + round_partials(&self.partials)
+        if self.huge.is_empty() {
+            return self.ints as f64 + round_partials(&self.partials);
+        }
+        self.ints as f64 + self.scaled_floats() * UNSCALE
+    }
+
+    /// The sum of the floats times [`SCALE`], correctly rounded; only where
+    /// some are huge, so that the others are negligible but for rounding.
+    fn scaled_floats(&self) -> f64 {
+        let mut all = self.huge.clone();
+        for p in &self.partials {
+            add_exact(&mut all, p.get() * SCALE);
+        }
+        round_partials(&all)
     }
 
     /// `other` added `m` times.
@@ -80,12 +128,19 @@ impl Sum {
         for p in &other.partials {
             add_times(&mut self.partials, p.get(), m);
         }
+        for p in &other.huge {
+            add_times(&mut self.huge, p.get(), m);
+        }
     }
 }
 
 impl IsZero for Sum {
     fn is_zero(&self) -> bool {
-        self.values == 0 && self.floats == 0 && self.ints == 0 && self.partials.is_empty()
+        self.values == 0
+            && self.floats == 0
+            && self.ints == 0
+            && self.partials.is_empty()
+            && self.huge.is_empty()
     }
 }
 
@@ -107,7 +162,7 @@ impl Abelian for Sum {
         self.floats = -self.floats;
         self.ints = -self.ints;
         // Negating every partial keeps them non-overlapping and sorted by magnitude.
-        for p in &mut self.partials {
+        for p in self.partials.iter_mut().chain(&mut self.huge) {
             *p = F64::new(-p.get());
         }
     }
@@ -223,6 +278,34 @@ mod tests {
         assert_eq!(s.value(), Value::Int(3));
         s.add(&Value::Int(3), -1);
         assert!(s.is_zero(), "{s:?}");
+    }
+
+    #[test]
+    fn floats_whose_sum_overflows_read_as_infinity_and_retract_to_zero() {
+        let (a, b) = (
+            Value::float(1.4879526696005472e308),
+            Value::float(6.827355422621279e307),
+        );
+        let mut s = sum_of(&[a.clone(), b.clone()]);
+        assert_eq!(s.value(), Value::float(f64::INFINITY));
+        assert_eq!(
+            s.average(),
+            Value::float((1.4879526696005472e308 / 2.0) + (6.827355422621279e307 / 2.0))
+        );
+        s.add(&Value::float(-1e308), 1);
+        // Back in range once a large negative value comes: 1.1707e308.
+        let Value::Float(back) = s.value() else {
+            panic!("{:?}", s.value())
+        };
+        let expected = 1.4879526696005472e308 - (1e308 - 6.827355422621279e307);
+        assert!((back.get() - expected).abs() <= 1e293, "{back:?}");
+        s.add(&Value::float(-1e308), -1);
+        s.add(&a, -1);
+        assert_eq!(s.value(), b);
+        s.add(&b, -1);
+        assert!(s.is_zero(), "{s:?}");
+        let small = sum_of(&[Value::float(1e308), Value::float(0.5), Value::float(-1e308)]);
+        assert_eq!(small.value(), Value::float(0.5));
     }
 
     fn value() -> impl Strategy<Value = Value> {
