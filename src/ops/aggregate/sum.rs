@@ -110,8 +110,9 @@ impl Sum {
         self.ints as f64 + self.scaled_floats() * UNSCALE
     }
 
-    /// The sum of the floats times [`SCALE`], correctly rounded; only where
-    /// some are huge, so that the others are negligible but for rounding.
+    /// The sum of the floats times [`SCALE`], correctly rounded; for sums
+    /// with huge floats only (scaling the others is exact but for those
+    /// below `2^-958`, which cannot move a sum with a huge float in it).
     fn scaled_floats(&self) -> f64 {
         let mut all = self.huge.clone();
         for p in &self.partials {
