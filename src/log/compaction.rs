@@ -7,7 +7,8 @@
 //! while `now < append_ts + delete_retention_ms` and removed afterwards.
 //! Records without a key cannot be superseded and are always kept. Kept
 //! records keep their offsets and timestamps, so offsets become sparse.
-//! Each changed segment is rewritten one-to-one under its own base offset;
+//! Each changed segment is rewritten one-to-one under its own base offset,
+//! in this build's segment version (record batches, `batch.rs`);
 //! a rewritten segment that ends up empty is deleted, except the partition's
 //! first segment, which is kept so the earliest offset never moves.
 //!
@@ -30,10 +31,10 @@ use std::path::Path;
 use super::error::{IoContext, Result};
 use super::fsutil::{fsync_dir, remove_if_exists};
 use super::partition::{OpenReport, PartitionLog};
-use super::record::{Record, encode};
+use super::record::Record;
 use super::segment::{
-    HEADER_LEN, SegFile, SegmentCursor, file_name, index_path, list_dir, log_path, scan_rest,
-    write_segment_file,
+    FrameWriter, HEADER_LEN, SegFile, SegmentCursor, VERSION, file_name, index_path, list_dir,
+    log_path, scan_rest, write_segment_file,
 };
 
 /// What one partition's compaction did.
@@ -162,7 +163,7 @@ fn latest_offsets(p: &PartitionLog) -> Result<HashMap<Vec<u8>, u64>> {
     for seg in p.segments() {
         let path = log_path(&p.dir, seg.base);
         let mut cur = SegmentCursor::open(&path, seg.base)?;
-        scan_rest(&mut cur, |r, pos, _| {
+        scan_rest(&mut cur, |r, pos| {
             if let Some(k) = r.key.as_ref().filter(|_| pos < seg.size) {
                 latest.insert(k.clone(), r.offset);
             }
@@ -171,7 +172,7 @@ fn latest_offsets(p: &PartitionLog) -> Result<HashMap<Vec<u8>, u64>> {
     Ok(latest)
 }
 
-/// Re-encodes the records of one segment that `keep` accepts.
+/// Re-encodes the records of one segment that `keep` accepts, in batches.
 fn filter_segment(
     path: &Path,
     base: u64,
@@ -179,14 +180,16 @@ fn filter_segment(
 ) -> Result<(Vec<u8>, u64)> {
     let mut cur = SegmentCursor::open(path, base)?;
     let mut body = Vec::new();
+    let mut frames = FrameWriter::new(VERSION);
     let mut removed = 0;
-    let s = scan_rest(&mut cur, |r, _, _| {
+    let s = scan_rest(&mut cur, |r, _| {
         if keep(r) {
-            encode(&r.as_in(), r.offset, r.append_ts, &mut body);
+            frames.push(&mut body, &r.as_in(), r.offset, r.append_ts);
         } else {
             removed += 1;
         }
     })?;
+    frames.close(&mut body);
     if let Some(detail) = s.tail_detail {
         return Err(cur.corruption(format!("sealed segment ends in damaged data: {detail}")));
     }

@@ -1,5 +1,5 @@
 //! Entry points for fuzzing the log's decoders on untrusted bytes: record
-//! frames, a partition's segment and index files, and row values. Used by the `cargo
+//! frames and batches, a partition's segment and index files, and row values. Used by the `cargo
 //! fuzz` targets in `fuzz/` (built with `--cfg fuzzing`) and by the property
 //! tests beside the decoders, so both exercise the same code.
 //!
@@ -8,6 +8,7 @@
 //! from (so its checksum did not really hold), offsets that go back, or a
 //! row's elements that do not read back from their own encoding.
 
+use super::batch::{self, BatchEncoder};
 use super::record::{Decoded, RecordIn, decode, encode};
 use super::{Log, Start, TopicConfig};
 
@@ -45,9 +46,15 @@ pub fn decode_row_value(bytes: &[u8]) {
     }
 }
 
-/// Decodes frames back to back from `bytes`, as a reader scans a segment.
-/// Every record returned must be exactly the frame it came from.
+/// Decodes frames back to back from `bytes`, as a reader scans a segment,
+/// as version-1 frames and as record batches.
 pub fn decode_frames(bytes: &[u8]) {
+    decode_single_frames(bytes);
+    decode_batches(bytes);
+}
+
+/// Every record decoded from a version-1 frame must be exactly that frame.
+fn decode_single_frames(bytes: &[u8]) {
     let mut at = 0;
     while at < bytes.len() {
         match decode(&bytes[at..]) {
@@ -65,6 +72,49 @@ pub fn decode_frames(bytes: &[u8]) {
             Decoded::Incomplete | Decoded::Bad(_) => return,
         }
     }
+}
+
+/// Every batch decoded must lend all its records, which written again as a
+/// batch read back the same.
+fn decode_batches(bytes: &[u8]) {
+    let mut at = 0;
+    while let Decoded::Record(batch, len) = batch::decode(&bytes[at..]) {
+        let frame = &bytes[at..at + len];
+        let records = batch_records(frame, &batch);
+        assert_eq!(
+            records.len(),
+            batch.count as usize,
+            "a checked batch's records do not read"
+        );
+        let mut again = Vec::new();
+        let mut enc = BatchEncoder::begin(&mut again, records[0].offset, records[0].append_ts);
+        for r in &records {
+            enc.push(&mut again, &r.as_in(), r.offset, r.append_ts);
+        }
+        enc.finish(&mut again);
+        let Decoded::Record(reread, _) = batch::decode(&again) else {
+            panic!("a batch written again does not decode");
+        };
+        assert_eq!(
+            batch_records(&again, &reread),
+            records,
+            "a batch's records not themselves"
+        );
+        at += len;
+    }
+}
+
+fn batch_records(frame: &[u8], batch: &batch::Batch) -> Vec<super::Record> {
+    let mut at = batch.first;
+    let mut out = Vec::new();
+    for _ in 0..batch.count {
+        let Some((rec, next)) = batch::record(frame, at, batch) else {
+            break;
+        };
+        out.push(rec.record(frame).to_record());
+        at = next;
+    }
+    out
 }
 
 /// Makes `segment` and `index` the files of a one-partition topic's first

@@ -2,7 +2,8 @@
 //!
 //! A log directory holds topics; a topic has N partitions; a partition is an
 //! ordered sequence of records with strictly increasing `u64` offsets, stored
-//! in segment files (`segment.rs`, `record.rs`) with sparse indexes
+//! in segment files (`segment.rs`; records framed in batches, `batch.rs`,
+//! or one by one in segments written before batches, `record.rs`) with sparse indexes
 //! (`index.rs`). One writer per topic (`lock.rs`, `topic.rs`), any number of
 //! lock-free readers (`reader.rs`), retention (`retention.rs`), compaction
 //! (`compaction.rs`), consumer group offsets (`offsets.rs`), and deleting
@@ -20,6 +21,7 @@
 //! - every metadata file is replaced atomically.
 
 mod admin;
+mod batch;
 mod compaction;
 mod error;
 mod fsutil;
@@ -36,9 +38,12 @@ mod retention;
 pub mod rows;
 mod segment;
 mod topic;
+mod varint;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_format;
 #[cfg(test)]
 mod tests_model;
 #[cfg(test)]

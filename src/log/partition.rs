@@ -19,10 +19,10 @@ use super::compaction::recover_leftovers;
 use super::error::{IoContext, LogError, Result};
 use super::fsutil::{self, fsync_dir, remove_if_exists};
 use super::index::{self, IndexBuilder, IndexEntry};
-use super::record::{LEN_PREFIX, MAX_BODY, RecordIn, encode};
+use super::record::{LEN_PREFIX, MAX_BODY, RecordIn};
 use super::segment::{
-    HEADER_LEN, ScanSummary, SegmentCursor, create_segment, index_path, list_segments, log_path,
-    scan_rest,
+    FrameWriter, HEADER_LEN, ScanSummary, SegmentCursor, VERSION, create_segment, frames_len_bound,
+    index_path, list_segments, log_path, scan_rest,
 };
 
 /// A torn tail that was cut off when the partition was opened.
@@ -86,6 +86,8 @@ impl SegmentMeta {
 
 struct Active {
     meta: SegmentMeta,
+    /// Its format version: appends write frames of this version.
+    version: u16,
     file: File,
     index_file: File,
     index: IndexBuilder,
@@ -180,7 +182,8 @@ impl PartitionLog {
             return Err(e).ctx(&self.dir);
         }
         for r in recs {
-            let body = (r.encoded_len() - LEN_PREFIX) as u64;
+            let body =
+                frames_len_bound(self.active.version, std::slice::from_ref(r)) - LEN_PREFIX as u64;
             if body > MAX_BODY as u64 {
                 return Err(LogError::RecordTooLarge {
                     size: body,
@@ -201,9 +204,10 @@ impl PartitionLog {
             return Ok(());
         };
         let m = &self.active.meta;
-        let total: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum();
+        let version = self.active.version;
+        let total = frames_len_bound(version, recs);
         let room = self.segment_bytes.saturating_sub(m.size);
-        let bytes = total.min(room.max(first.encoded_len() as u64));
+        let bytes = total.min(room.max(frames_len_bound(version, std::slice::from_ref(first))));
         let path = log_path(&self.dir, m.base);
         fsutil::reserve(&self.active.file, &path, m.size, bytes)?;
         let ipath = index_path(&self.dir, m.base);
@@ -218,26 +222,33 @@ impl PartitionLog {
         if !recs.is_empty() {
             self.last_ts = ts;
         }
-        // One allocation for the whole batch (up to a segment's worth).
-        let total: usize = recs.iter().map(RecordIn::encoded_len).sum();
-        let mut buf = Vec::with_capacity(total.min(self.segment_bytes as usize));
+        // One allocation for the whole append (up to a segment's worth).
+        let total = frames_len_bound(self.active.version, recs);
+        let mut buf = Vec::with_capacity(total.min(self.segment_bytes) as usize);
         let mut entries = Vec::new();
+        let mut frames = FrameWriter::new(self.active.version);
         for rec in recs {
-            if self.needs_roll(buf.len() as u64, rec.encoded_len() as u64) {
+            let incoming = frames.len_bound(&buf, rec) as u64;
+            if self.needs_roll(buf.len() as u64, incoming) {
+                frames.close(&mut buf);
                 self.write_pending(&mut buf, &mut entries)?;
                 self.roll()?;
+                frames = FrameWriter::new(self.active.version);
             }
             let pos = self.active.meta.size + buf.len() as u64;
-            encode(rec, self.next_offset, ts, &mut buf);
-            entries.extend(self.active.index.on_record(self.next_offset, pos));
+            if frames.push(&mut buf, rec, self.next_offset, ts) {
+                entries.extend(self.active.index.on_record(self.next_offset, pos));
+            }
             self.next_offset += 1;
         }
+        frames.close(&mut buf);
         self.write_pending(&mut buf, &mut entries)?;
         Ok(first..self.next_offset)
     }
 
-    /// Whether the next record (`incoming` bytes, after `pending` buffered
-    /// ones) must start a new segment. A lone oversized record still fits.
+    /// Whether the next record (at most `incoming` bytes, after `pending`
+    /// buffered ones) must start a new segment. A lone oversized record
+    /// still fits.
     fn needs_roll(&self, pending: u64, incoming: u64) -> bool {
         let m = &self.active.meta;
         let has_records = m.size > HEADER_LEN || pending > 0;
@@ -283,6 +294,7 @@ impl PartitionLog {
                 last_offset: None,
                 max_append_ts: None,
             },
+            version: VERSION,
             file,
             index_file: index::open_for_append(&ipath)?,
             index: IndexBuilder::new(base),
@@ -358,7 +370,7 @@ fn open_sealed(dir: &Path, base: u64) -> Result<SegmentMeta> {
             at.checked_sub(1).filter(|&p| p >= base),
         );
         let mut first = None;
-        let scanned = scan_rest(&mut cur, |r, _, _| {
+        let scanned = scan_rest(&mut cur, |r, _| {
             first.get_or_insert(r.offset);
         });
         if let Some(s) = scanned
@@ -388,7 +400,7 @@ fn open_sealed(dir: &Path, base: u64) -> Result<SegmentMeta> {
 pub fn full_scan(path: &Path, base: u64) -> Result<(ScanSummary, Vec<IndexEntry>)> {
     let mut cur = SegmentCursor::open(path, base)?;
     let mut ib = IndexBuilder::new(base);
-    let s = scan_rest(&mut cur, |r, pos, _| {
+    let s = scan_rest(&mut cur, |r, pos| {
         ib.on_record(r.offset, pos);
     })?;
     Ok((s, ib.entries))
@@ -415,6 +427,7 @@ fn open_active(dir: &Path, id: u32, base: u64, report: &mut OpenReport) -> Resul
     let index = IndexBuilder::resume(base, entries);
     Ok(Active {
         meta: SegmentMeta::from_scan(base, &s),
+        version: s.version,
         file: OpenOptions::new().append(true).open(&path).ctx(&path)?,
         index_file: index::open_for_append(&ipath)?,
         index,

@@ -42,7 +42,7 @@ pub enum Start {
 pub struct Lent {
     /// The record's offset.
     pub offset: u64,
-    /// Its [`Record::fingerprint`]: the CRC-32C its frame carries.
+    /// Its [`Record::fingerprint`].
     pub fingerprint: u32,
     /// The writer's wall clock when it was appended, in ms since the Unix epoch.
     pub append_ts: i64,
@@ -51,12 +51,12 @@ pub struct Lent {
 }
 
 impl Lent {
-    fn of(record: &RecordRef<'_>, fingerprint: u32) -> Lent {
+    fn of(frame: &Frame, fingerprint: u32) -> Lent {
         Lent {
-            offset: record.offset,
+            offset: frame.offset,
             fingerprint,
-            append_ts: record.append_ts,
-            event_ts: record.event_ts,
+            append_ts: frame.append_ts,
+            event_ts: frame.event_ts,
         }
     }
 }
@@ -198,7 +198,12 @@ impl PartitionReader {
                 }
                 let r = self.pending.pop_front().expect("checked above");
                 lent += 1;
-                self.last = Some(Lent::of(&r.view(), r.fingerprint()));
+                self.last = Some(Lent {
+                    offset: r.offset,
+                    fingerprint: r.fingerprint(),
+                    append_ts: r.append_ts,
+                    event_ts: r.event_ts,
+                });
                 if f(r.view()).is_break() {
                     break;
                 }
@@ -222,7 +227,7 @@ impl PartitionReader {
                 break;
             }
             lent += 1;
-            self.last = Some(Lent::of(&record, frame.crc));
+            self.last = Some(Lent::of(&frame, self.cur.fingerprint(&frame)));
             if f(record).is_break() {
                 break;
             }
@@ -240,7 +245,8 @@ impl PartitionReader {
         lent: &mut usize,
         f: &mut dyn FnMut(RecordRef<'_>) -> ControlFlow<()>,
     ) -> bool {
-        let (floor, last) = (&mut self.floor, &mut self.last);
+        let floor = &mut self.floor;
+        let mut last = None;
         let mut broke = false;
         self.cur.scan_buffered(&mut |frame, record| {
             if frame.offset < *floor {
@@ -251,13 +257,18 @@ impl PartitionReader {
             }
             *floor = frame.offset + 1;
             *lent += 1;
-            *last = Some(Lent::of(&record, frame.crc));
+            last = Some(*frame);
             broke = f(record).is_break();
             match broke {
                 true => Scan::TakeAndStop,
                 false => Scan::Take,
             }
         });
+        // Only the last record's fingerprint is kept, so only it is computed
+        // (a batch's records carry none of their own).
+        if let Some(frame) = last {
+            self.last = Some(Lent::of(&frame, self.cur.fingerprint(&frame)));
+        }
         broke
     }
 
@@ -452,8 +463,8 @@ fn sealed_end(dir: &Path, base: u64) -> Result<Option<u64>> {
     seek_with_index(&mut cur, dir, base, u64::MAX)?;
     let mut last = None;
     loop {
-        match cur.next()? {
-            Step::Record(r, _) => last = Some(r.offset),
+        match cur.next_frame()? {
+            Step::Record(frame, _) => last = Some(frame.offset),
             Step::Incomplete { available: 0 } => return Ok(Some(last.map_or(base, |o| o + 1))),
             _ => return Ok(None),
         }
@@ -465,8 +476,8 @@ pub(crate) fn visible_next_offset(dir: &Path, base: u64) -> Result<u64> {
     let mut cur = SegmentCursor::open(&log_path(dir, base), base)?;
     seek_with_index(&mut cur, dir, base, u64::MAX)?;
     let mut last = None;
-    while let Step::Record(r, _) = cur.next()? {
-        last = Some(r.offset);
+    while let Step::Record(frame, _) = cur.next_frame()? {
+        last = Some(frame.offset);
     }
     Ok(last.map_or(base, |o| o + 1))
 }

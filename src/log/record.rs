@@ -1,4 +1,8 @@
-//! Record codec: the framing of one record inside a segment file.
+//! Records as appended and as read back, and the version-1 frame: one
+//! record a frame, as segments written before record batches (`batch.rs`)
+//! hold them. A record's fingerprint is this frame's checksum whatever
+//! frame holds it, so offsets committed with fingerprints before batches
+//! still check against the same records after.
 //!
 //! Frame layout (all integers little endian):
 //!
@@ -27,8 +31,8 @@ pub const MIN_BODY: usize = 4 + 8 + 8 + 1 + 4;
 /// Largest accepted `length`; bigger values are treated as corruption.
 pub const MAX_BODY: usize = 64 << 20;
 
-const FLAG_KEY: u8 = 1;
-const FLAG_EVENT_TS: u8 = 2;
+pub(super) const FLAG_KEY: u8 = 1;
+pub(super) const FLAG_EVENT_TS: u8 = 2;
 
 /// A record to append; borrowed so producers need not copy their buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,13 +103,9 @@ impl Record {
         }
     }
 
-    /// The CRC-32C its frame carries (over offset, append time, key, value
-    /// and event time): tells this record from another one later written at
-    /// the same offset, since the append time differs.
+    /// See [`RecordRef::fingerprint`].
     pub fn fingerprint(&self) -> u32 {
-        let mut frame = Vec::with_capacity(self.as_in().encoded_len());
-        encode(&self.as_in(), self.offset, self.append_ts, &mut frame);
-        u32::from_le_bytes(frame[4..8].try_into().expect("a frame has a crc"))
+        self.view().fingerprint()
     }
 }
 
@@ -154,6 +154,26 @@ impl RecordRef<'_> {
         self.value.is_empty()
     }
 
+    /// The CRC-32C over its offset, append time, event time, key and value,
+    /// as a version-1 frame carries it (whatever frame it was read from):
+    /// tells this record from another one later written at the same offset,
+    /// since the append time differs.
+    pub fn fingerprint(&self) -> u32 {
+        let flags = self.key.map_or(0, |_| FLAG_KEY) | self.event_ts.map_or(0, |_| FLAG_EVENT_TS);
+        let mut crc = crc32c::crc32c(&self.offset.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &self.append_ts.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &[flags]);
+        if let Some(ts) = self.event_ts {
+            crc = crc32c::crc32c_append(crc, &ts.to_le_bytes());
+        }
+        if let Some(key) = self.key {
+            crc = crc32c::crc32c_append(crc, &(key.len() as u32).to_le_bytes());
+            crc = crc32c::crc32c_append(crc, key);
+        }
+        crc = crc32c::crc32c_append(crc, &(self.value.len() as u32).to_le_bytes());
+        crc32c::crc32c_append(crc, self.value)
+    }
+
     /// The record, copied out of the buffer it was read from.
     pub fn to_record(self) -> Record {
         let mut rec = Record {
@@ -197,10 +217,11 @@ impl Record {
     }
 }
 
-/// A valid frame's fields, with its key and value as byte ranges of the
-/// buffer it was decoded from: a plain value, so that a reader can decode a
-/// frame, refill its buffer when the frame is incomplete, and lend out the
-/// record only once the loop is over (see [`Frame::record`]).
+/// A valid record's fields, with its key and value as byte ranges of the
+/// buffer it was decoded from (a version-1 frame, or a record of a batch,
+/// `batch.rs`): a plain value, so that a reader can decode a frame, refill
+/// its buffer when the frame is incomplete, and lend out the record only
+/// once the loop is over (see [`Frame::record`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame {
     /// The record's offset in the partition.
@@ -209,13 +230,12 @@ pub struct Frame {
     pub append_ts: i64,
     /// The record's event time, when the producer gave one.
     pub event_ts: Option<i64>,
-    /// The CRC-32C the frame carries (and was checked against): the
-    /// record's [`Record::fingerprint`].
-    pub crc: u32,
-    key: Option<(usize, usize)>,
-    value: (usize, usize),
-    /// The frame's length, prefix included.
-    pub len: usize,
+    /// The CRC-32C a version-1 frame carries (and was checked against): the
+    /// record's [`RecordRef::fingerprint`]. A batch's records have none of
+    /// their own; their fingerprint is computed when asked for.
+    pub crc: Option<u32>,
+    pub(super) key: Option<(usize, usize)>,
+    pub(super) value: (usize, usize),
 }
 
 impl Frame {
@@ -231,7 +251,7 @@ impl Frame {
     }
 
     /// The same frame, found `by` bytes further into a buffer.
-    fn shifted(mut self, by: usize) -> Frame {
+    pub fn shifted(mut self, by: usize) -> Frame {
         self.key = self.key.map(|(start, end)| (start + by, end + by));
         self.value = (self.value.0 + by, self.value.1 + by);
         self
@@ -250,32 +270,49 @@ pub enum Decoded<R> {
     Bad(String),
 }
 
-/// Decodes the frame starting at `buf[0]` into an owned record.
-pub fn decode(buf: &[u8]) -> Decoded<Record> {
-    match decode_frame(buf) {
-        Decoded::Record(frame, n) => Decoded::Record(frame.record(buf).to_record(), n),
-        Decoded::Incomplete => Decoded::Incomplete,
-        Decoded::Bad(detail) => Decoded::Bad(detail),
+impl<R> Decoded<R> {
+    /// The same outcome with the record made into something else.
+    pub fn map<S>(self, f: impl FnOnce(R) -> S) -> Decoded<S> {
+        match self {
+            Decoded::Record(r, len) => Decoded::Record(f(r), len),
+            Decoded::Incomplete => Decoded::Incomplete,
+            Decoded::Bad(detail) => Decoded::Bad(detail),
+        }
     }
+}
+
+/// Decodes the frame starting at `buf[0]` into an owned record.
+#[cfg(any(test, fuzzing))]
+pub fn decode(buf: &[u8]) -> Decoded<Record> {
+    decode_frame(buf).map(|frame| frame.record(buf).to_record())
 }
 
 /// Decodes the frame starting at `buf[0]`; its ranges index `buf`.
 #[inline]
 pub fn decode_frame(buf: &[u8]) -> Decoded<Frame> {
-    let Some(len) = read_u32(buf, 0) else {
-        return Decoded::Incomplete;
+    let frame = match whole(buf, MIN_BODY) {
+        Ok(frame) => frame,
+        Err(outcome) => return outcome,
     };
-    let len = len as usize;
-    if !(MIN_BODY..=MAX_BODY).contains(&len) {
-        return Decoded::Bad(format!("implausible frame length {len}"));
-    }
-    let Some(frame) = buf.get(..LEN_PREFIX + len) else {
-        return Decoded::Incomplete;
-    };
-    match decode_body(&frame[LEN_PREFIX..], LEN_PREFIX + len) {
-        Ok(frame) => Decoded::Record(frame.shifted(LEN_PREFIX), LEN_PREFIX + len),
+    match decode_body(&frame[LEN_PREFIX..]) {
+        Ok(record) => Decoded::Record(record.shifted(LEN_PREFIX), frame.len()),
         Err(detail) => Decoded::Bad(detail),
     }
+}
+
+/// The bytes of the frame (of either version) that starts `buf`, length
+/// prefix included, when its length is plausible (`min_body` to
+/// [`MAX_BODY`]) and all of it is there; else what decoding it comes to.
+#[inline]
+pub(super) fn whole<R>(buf: &[u8], min_body: usize) -> Result<&[u8], Decoded<R>> {
+    let Some(len) = read_u32(buf, 0) else {
+        return Err(Decoded::Incomplete);
+    };
+    let len = len as usize;
+    if !(min_body..=MAX_BODY).contains(&len) {
+        return Err(Decoded::Bad(format!("implausible frame length {len}")));
+    }
+    buf.get(..LEN_PREFIX + len).ok_or(Decoded::Incomplete)
 }
 
 /// Reads only the offset field of a complete-looking frame; used to skip
@@ -286,7 +323,7 @@ pub fn peek_offset(buf: &[u8]) -> Option<u64> {
 
 /// The fields of a frame's body (after the length prefix); ranges index `body`.
 #[inline]
-fn decode_body(body: &[u8], len: usize) -> Result<Frame, String> {
+fn decode_body(body: &[u8]) -> Result<Frame, String> {
     // `body` holds at least MIN_BODY bytes: crc, offset, append time, flags.
     let fixed = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
     let stored = u32::from_le_bytes(body[..4].try_into().expect("4 bytes"));
@@ -324,10 +361,9 @@ fn decode_body(body: &[u8], len: usize) -> Result<Frame, String> {
         offset,
         append_ts,
         event_ts,
-        crc: stored,
+        crc: Some(stored),
         key,
         value,
-        len,
     })
 }
 
@@ -382,14 +418,26 @@ pub(crate) fn read_u64(buf: &[u8], at: usize) -> Option<u64> {
 /// least `min_offset`. Used to tell a torn tail (nothing valid follows the bad
 /// bytes) from corruption in the middle (valid records follow).
 pub fn valid_frame_after(buf: &[u8], min_offset: u64) -> Option<usize> {
+    valid_after(buf, min_offset, MIN_BODY, |rest| {
+        matches!(decode_frame(rest), Decoded::Record(..))
+    })
+}
+
+/// The first position from `buf[1]` on where a frame (of either version:
+/// both keep their first offset in bytes 8 to 16) of at least `min_body`
+/// bytes and a first offset of at least `min_offset` `decodes`; the cheap
+/// tests go before the decode.
+pub(super) fn valid_after(
+    buf: &[u8],
+    min_offset: u64,
+    min_body: usize,
+    decodes: impl Fn(&[u8]) -> bool,
+) -> Option<usize> {
     (1..buf.len()).find(|&i| {
         let rest = &buf[i..];
-        let plausible = read_u32(rest, 0)
-            .map(|l| l as usize)
-            .is_some_and(|l| (MIN_BODY..=MAX_BODY).contains(&l) && l + LEN_PREFIX <= rest.len());
-        plausible
+        whole::<()>(rest, min_body).is_ok()
             && peek_offset(rest).is_some_and(|o| o >= min_offset)
-            && matches!(decode(rest), Decoded::Record(..))
+            && decodes(rest)
     })
 }
 
@@ -420,7 +468,7 @@ mod tests {
             let want = Record { offset, key: key.clone(), value: value.clone(), event_ts: ets, append_ts: ats };
             prop_assert_eq!(decode(&buf), Decoded::Record(want.clone(), buf.len()));
             let Decoded::Record(frame, _) = decode_frame(&buf) else { panic!("a frame") };
-            prop_assert_eq!(frame.crc, want.fingerprint());
+            prop_assert_eq!(frame.crc, Some(want.fingerprint()));
             // Every strict prefix is incomplete, never an error or a panic.
             for cut in 0..buf.len() {
                 prop_assert_eq!(decode(&buf[..cut]), Decoded::Incomplete);

@@ -78,6 +78,14 @@ fn fill(f: &Fixture, topic: &str, cfg: TopicConfig, n: u64) -> PathBuf {
     log_path(&f.pdir(topic, 0), last)
 }
 
+/// The length of each frame of a segment that `fill` wrote `n` records of
+/// the same size into, one an append.
+fn frame_len(segment: &Path, n: u64) -> u64 {
+    let body = std::fs::metadata(segment).unwrap().len() - HEADER_LEN;
+    assert_eq!(body % n, 0, "frames of one size");
+    body / n
+}
+
 #[test]
 fn routing_reading_and_ranges() {
     let f = fixture();
@@ -324,8 +332,7 @@ fn torn_tail_at_every_byte_of_last_record() {
     let probe = fixture();
     let seg = fill(&probe, "t", tiny(1 << 20), 3);
     let full = std::fs::metadata(&seg).unwrap().len();
-    let rec_len = RecordIn::new(None, &val(2)).encoded_len() as u64;
-    let start = full - rec_len;
+    let start = full - frame_len(&seg, 3);
     for cut in start..full {
         let mut f = fixture();
         let seg = fill(&f, "t", tiny(1 << 20), 3);
@@ -378,7 +385,7 @@ fn flip_byte(path: &Path, pos: u64) {
 fn corruption_in_the_middle_is_an_error_and_never_served() {
     let mut f = fixture();
     let seg = fill(&f, "t", tiny(1 << 20), 10);
-    let rec_len = RecordIn::new(None, &val(0)).encoded_len() as u64;
+    let rec_len = frame_len(&seg, 10);
     flip_byte(&seg, HEADER_LEN + 4 * rec_len + 20); // inside record 4
     let mut r = f.log.reader("t", 0, Start::Earliest).unwrap();
     let got = r.next_batch(100).unwrap();

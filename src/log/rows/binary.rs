@@ -22,6 +22,7 @@
 use smallvec::SmallVec;
 
 use super::Element;
+use crate::log::varint::{self, VarintError};
 
 /// The first byte of a value in this encoding (a JSON array starts with `[`).
 pub const VERSION: u8 = 1;
@@ -42,13 +43,13 @@ pub fn encode<'a>(
     out: &mut Vec<u8>,
 ) {
     out.push(VERSION);
-    put_varint(count as u64, out);
+    varint::put(count as u64, out);
     for element in elements {
         match element {
             Element::Null => out.push(NULL),
             Element::Int(i) => {
                 out.push(INT);
-                put_varint(((i << 1) ^ (i >> 63)) as u64, out);
+                varint::put_signed(i, out);
             }
             Element::Str(s) => put_str(STR, s, out),
             Element::Text(s) => put_str(TEXT, s, out),
@@ -93,7 +94,7 @@ pub fn decode_into<'a>(value: &'a [u8], elements: &mut Elements<'a>) -> Result<(
             NULL => Element::Null,
             INT => {
                 let z = varint(value, &mut at)?;
-                Element::Int(((z >> 1) as i64) ^ -((z & 1) as i64))
+                Element::Int(varint::unzigzag(z))
             }
             STR => Element::Str(string(value, &mut at)?),
             TEXT => Element::Text(string(value, &mut at)?),
@@ -112,33 +113,15 @@ pub fn decode_into<'a>(value: &'a [u8], elements: &mut Elements<'a>) -> Result<(
 
 fn put_str(tag: u8, s: &str, out: &mut Vec<u8>) {
     out.push(tag);
-    put_varint(s.len() as u64, out);
+    varint::put(s.len() as u64, out);
     out.extend_from_slice(s.as_bytes());
 }
 
-fn put_varint(mut n: u64, out: &mut Vec<u8>) {
-    while n >= 0x80 {
-        out.push(n as u8 | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
 fn varint(value: &[u8], at: &mut usize) -> Result<u64, String> {
-    let mut n = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *value.get(*at).ok_or("the value ends inside a number")?;
-        *at += 1;
-        n |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            // The tenth byte may carry one bit only.
-            return match shift == 63 && byte > 1 {
-                true => Err("a number longer than 64 bits".into()),
-                false => Ok(n),
-            };
-        }
-    }
-    Err("a number longer than 64 bits".into())
+    varint::get(value, at).map_err(|e| match e {
+        VarintError::Truncated => "the value ends inside a number".into(),
+        VarintError::TooLong => "a number longer than 64 bits".into(),
+    })
 }
 
 fn string<'a>(value: &'a [u8], at: &mut usize) -> Result<&'a str, String> {
