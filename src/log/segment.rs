@@ -265,14 +265,11 @@ impl FrameWriter {
 
 /// The most bytes `recs` take as frames of a segment of `version`.
 pub fn frames_len_bound(version: u16, recs: &[RecordIn<'_>]) -> u64 {
-    let bytes: u64 = recs
-        .iter()
-        .map(|r| match version {
-            VERSION_SINGLE => r.encoded_len(),
-            _ => batch::HEADER + batch::record_len_bound(r),
-        } as u64)
-        .sum();
-    bytes
+    let bound = |r: &RecordIn<'_>| match version {
+        VERSION_SINGLE => r.encoded_len(),
+        _ => batch::HEADER + batch::record_len_bound(r),
+    };
+    recs.iter().map(|r| bound(r) as u64).sum()
 }
 
 /// One step of a sequential scan; `R` is the record found (owned, or a
