@@ -412,12 +412,13 @@ impl SegmentCursor {
     pub fn next_frame(&mut self) -> Result<Step<Frame>> {
         loop {
             if self.lending.is_some() {
-                let start = self.pos;
-                return Ok(match self.peek_lending() {
-                    Some((frame, next)) => {
-                        self.take_lending(frame.offset, next);
-                        Step::Record(frame, start)
-                    }
+                let (start, mut lent) = (self.pos, None);
+                self.lend_batch(&mut |frame, _| {
+                    lent = Some(*frame);
+                    Scan::TakeAndStop
+                });
+                return Ok(match lent {
+                    Some(frame) => Step::Record(frame, start),
                     None => Step::Bad("a record of a checked batch does not read".into()),
                 });
             }
@@ -477,8 +478,9 @@ impl SegmentCursor {
         }
     }
 
-    /// Lends `f` the records left of the batch being lent; true when it
-    /// took them all (the cursor is then after the batch).
+    /// Lends `f` the records left of the batch being lent; true when `f`
+    /// took them all and did not ask to stop (the cursor is after the
+    /// batch once its last record is taken).
     #[inline]
     fn lend_batch(&mut self, f: &mut impl FnMut(&Frame, RecordRef<'_>) -> Scan) -> bool {
         let Some(l) = self.lending.as_mut() else {
@@ -559,30 +561,6 @@ impl SegmentCursor {
             left: batch.count,
             batch,
         });
-    }
-
-    /// The next record of the batch being lent and where the one after it
-    /// starts (`None` only if a checked batch did not read again).
-    #[inline]
-    fn peek_lending(&self) -> Option<(Frame, usize)> {
-        let l = self.lending.as_ref()?;
-        batch::record(&self.buf, l.next, &l.batch)
-    }
-
-    /// Moves past the record [`SegmentCursor::peek_lending`] gave, and past
-    /// the batch after its last record.
-    #[inline]
-    fn take_lending(&mut self, offset: u64, next: usize) {
-        self.last_offset = Some(offset);
-        let Some(l) = self.lending.as_mut() else {
-            return;
-        };
-        l.next = next;
-        l.left -= 1;
-        if l.left == 0 {
-            self.pos += l.batch.len as u64;
-            self.lending = None;
-        }
     }
 
     /// Reads more bytes after the buffer; false when the file has none.
