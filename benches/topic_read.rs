@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
                     &ReadOptions::default(),
                     &mut bad,
                     &mut |row, diff| {
-                        for v in &row {
+                        for v in row.iter() {
                             if let Value::Int(i) = v {
                                 sum = sum.wrapping_add(*i * diff as i64);
                             }

@@ -880,7 +880,7 @@ impl Shared {
                     Some(until),
                     &self.run.options,
                     bad,
-                    &mut |mut row, diff| combiner.update(&mut row, diff, session),
+                    &mut |row, diff| combiner.update(row, diff, session),
                 )?;
                 if n == 0 {
                     break;
@@ -1005,9 +1005,9 @@ impl Shared {
             for (input, part) in parts.iter_mut() {
                 let room = max_records.saturating_sub(total).min(READ_CHUNK);
                 let (combiner, session) = (&mut combiners[*input], &mut sessions[*input]);
-                let n = part.read(room, None, &self.run.options, bad, &mut |mut row, diff| {
+                let n = part.read(room, None, &self.run.options, bad, &mut |row, diff| {
                     total += 1;
-                    combiner.update(&mut row, diff, session)
+                    combiner.update(row, diff, session)
                 })?;
                 drained &= n < room && part.at_end();
                 full |= n == room;

@@ -232,7 +232,7 @@ impl Recompute {
                     Some(until),
                     &self.options,
                     &mut bad,
-                    &mut |row, diff| rows.push((row, diff)),
+                    &mut |row, diff| rows.push((std::mem::take(row), diff)),
                 )?;
                 if n == 0 {
                     return Err(RunError::Replay(format!(

@@ -110,6 +110,10 @@ struct PartitionRows {
     current: HashMap<Vec<u8>, Row>,
     /// Event topics under the `drop` late-event policy.
     late: Option<LateFilter>,
+    /// The buffer each record's row is typed into: a consumer that only
+    /// looks at the row (an input combiner counting it) hands it back, so
+    /// reading allocates no row per record.
+    scratch: Row,
 }
 
 impl PartitionSource {
@@ -136,6 +140,7 @@ impl PartitionSource {
                 late,
                 projection,
                 current: HashMap::new(),
+                scratch: Row::new(),
             },
         })
     }
@@ -187,14 +192,16 @@ impl PartitionSource {
 
     /// Reads up to `max` records that are visible now and lie below `until`
     /// (if given), calling `emit` with each row change. Returns the number of
-    /// records consumed (bad ones included).
+    /// records consumed (bad ones included). `emit` may take the row, or
+    /// swap it for another buffer (as [`crate::runner::combine::Combiner`]
+    /// does): the next record's row is typed into whatever it leaves.
     pub fn read(
         &mut self,
         max: usize,
         until: Option<u64>,
         options: &ReadOptions,
         bad: &mut BadRows,
-        emit: &mut dyn FnMut(Row, isize),
+        emit: &mut dyn FnMut(&mut Row, isize),
     ) -> Result<usize, SourceError> {
         let rows = &mut self.rows;
         let mut failed = None;
@@ -236,7 +243,7 @@ impl PartitionRows {
         &mut self,
         record: RecordRef<'_>,
         options: &ReadOptions,
-        emit: &mut dyn FnMut(Row, isize),
+        emit: &mut dyn FnMut(&mut Row, isize),
     ) -> Result<(), (Option<usize>, String)> {
         let keyed = self.input.compacted.then_some(record.key).flatten();
         if record.is_tombstone() {
@@ -246,34 +253,55 @@ impl PartitionRows {
                     "empty value (a tombstone) in a topic that is not a keyed changelog".into(),
                 ));
             };
-            if let Some(old) = self.current.remove(key) {
-                emit(old, -1);
+            if let Some(mut old) = self.current.remove(key) {
+                emit(&mut old, -1);
             }
             return Ok(());
         }
-        let row = self.decode(record.value, options)?;
+        let mut row = std::mem::take(&mut self.scratch);
+        row.clear();
+        let decoded = self.decode(record.value, options, &mut row);
+        if decoded.is_ok() {
+            self.emit_row(keyed, &mut row, emit);
+        }
+        self.scratch = row;
+        decoded
+    }
+
+    /// The changes a record's typed row makes: in a changelog it replaces
+    /// its key's row; an event passes the late-event filter, if any.
+    fn emit_row(
+        &mut self,
+        keyed: Option<&[u8]>,
+        row: &mut Row,
+        emit: &mut dyn FnMut(&mut Row, isize),
+    ) {
         match keyed {
             Some(key) => {
-                if let Some(old) = self.current.insert(key.to_vec(), row.clone()) {
-                    emit(old, -1);
+                if let Some(mut old) = self.current.insert(key.to_vec(), row.clone()) {
+                    emit(&mut old, -1);
                 }
                 emit(row, 1);
             }
             None => {
-                if self.late.as_mut().is_none_or(|f| f.admit(&row)) {
+                if self.late.as_mut().is_none_or(|f| f.admit(row)) {
                     emit(row, 1);
                 }
             }
         }
-        Ok(())
     }
 
-    /// The projected, typed row of a record value.
-    fn decode(&self, value: &[u8], options: &ReadOptions) -> Result<Row, (Option<usize>, String)> {
+    /// Types the projected row of a record value into `row` (empty).
+    fn decode(
+        &self,
+        value: &[u8],
+        options: &ReadOptions,
+        row: &mut Row,
+    ) -> Result<(), (Option<usize>, String)> {
         match self.input.format {
-            ValueFormat::Array(format) => self.decode_array(value, format, options),
-            ValueFormat::Object => self.decode_object(value, options),
-            ValueFormat::CsvLine => self.decode_csv_line(value, options),
+            ValueFormat::Array(format) => self.decode_array(value, format, options, row),
+            ValueFormat::Object => self.decode_object(value, options, row),
+            ValueFormat::CsvLine => self.decode_csv_line(value, options, row),
         }
     }
 
@@ -283,14 +311,15 @@ impl PartitionRows {
         value: &[u8],
         format: RowFormat,
         options: &ReadOptions,
-    ) -> Result<Row, (Option<usize>, String)> {
+        row: &mut Row,
+    ) -> Result<(), (Option<usize>, String)> {
         if rows::is_binary(value) {
             let columns = self.input.schema.columns.len();
             let mut elements = rows::Elements::new();
             rows::elements_into(value, columns, &mut elements)
                 .map_err(|e| (None, e.to_string()))?;
             let null = options.null.as_deref();
-            let mut row = Vec::with_capacity(self.projection.columns.len());
+            row.reserve(self.projection.columns.len());
             for &(col, ty) in &self.projection.columns {
                 let element = elements[col];
                 match element.plain_int(ty, null) {
@@ -312,12 +341,12 @@ impl PartitionRows {
             if let Some(fields) = borrowed_csv_fields(value)
                 && fields.len() == self.input.schema.columns.len()
             {
-                return self.type_fields(&fields, options);
+                return self.type_fields(&fields, options, row);
             }
         }
         let mut fields = decode_fields(value, format, self.input.schema.columns.len())
             .map_err(|e| (None, e.to_string()))?;
-        let mut row = Vec::with_capacity(self.projection.columns.len());
+        row.reserve(self.projection.columns.len());
         for &(col, ty) in &self.projection.columns {
             let json = std::mem::take(&mut fields[col]);
             let null = options.null.as_deref();
@@ -332,10 +361,11 @@ impl PartitionRows {
         &self,
         value: &[u8],
         options: &ReadOptions,
-    ) -> Result<Row, (Option<usize>, String)> {
+        row: &mut Row,
+    ) -> Result<(), (Option<usize>, String)> {
         let mut object: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(value).map_err(|e| (None, format!("not a JSON object: {e}")))?;
-        let mut row = Vec::with_capacity(self.projection.columns.len());
+        row.reserve(self.projection.columns.len());
         for &(col, ty) in &self.projection.columns {
             let name = &self.input.schema.columns[col];
             let json = object
@@ -354,26 +384,26 @@ impl PartitionRows {
         &self,
         value: &[u8],
         options: &ReadOptions,
-    ) -> Result<Row, (Option<usize>, String)> {
+        row: &mut Row,
+    ) -> Result<(), (Option<usize>, String)> {
         let record = csv_line(value).map_err(|e| (None, e))?;
         csv_width(self.input.schema.columns.len(), record.len(), false).map_err(|e| (None, e))?;
         let fields: Vec<Option<&str>> = record
             .iter()
             .map(|f| (!f.is_empty()).then_some(f))
             .collect();
-        self.type_fields(&fields, options)
+        self.type_fields(&fields, options, row)
     }
 
-    /// `row`, once it passes the projection's value rules.
+    /// Whether `row` passes the projection's value rules.
     #[inline]
-    fn checked(&self, row: Row) -> Result<Row, (Option<usize>, String)> {
+    fn checked(&self, row: &Row) -> Result<(), (Option<usize>, String)> {
         if self.projection.rules.is_empty() {
-            return Ok(row);
+            return Ok(());
         }
         self.projection
-            .check(&row)
-            .map_err(|(col, e)| (Some(col), e))?;
-        Ok(row)
+            .check(row)
+            .map_err(|(col, e)| (Some(col), e))
     }
 
     /// Types borrowed CSV field texts exactly as [`typed`] types them.
@@ -381,9 +411,10 @@ impl PartitionRows {
         &self,
         fields: &[Option<&str>],
         options: &ReadOptions,
-    ) -> Result<Row, (Option<usize>, String)> {
+        row: &mut Row,
+    ) -> Result<(), (Option<usize>, String)> {
         let null = options.null.as_deref();
-        let mut row = Vec::with_capacity(self.projection.columns.len());
+        row.reserve(self.projection.columns.len());
         for &(col, ty) in &self.projection.columns {
             let value = match fields[col] {
                 None => Value::Null,
@@ -454,24 +485,73 @@ mod tests {
         (dir, input)
     }
 
+    /// Both columns of the test topic, typed as `types`.
+    fn projection(types: [ColumnType; 2]) -> Projection {
+        Projection {
+            input: "input".into(),
+            columns: vec![(0, types[0]), (1, types[1])],
+            late: None,
+            rules: Vec::new(),
+        }
+    }
+
     fn read_all(
         input: &TopicInput,
         types: [ColumnType; 2],
         options: &ReadOptions,
     ) -> (Vec<(Row, isize)>, BadRows) {
-        let projection = Projection {
-            input: "input".into(),
-            columns: vec![(0, types[0]), (1, types[1])],
-            late: None,
-            rules: Vec::new(),
-        };
-        let mut part = PartitionSource::open(input, 0, projection).unwrap();
+        let mut part = PartitionSource::open(input, 0, projection(types)).unwrap();
         let (mut out, mut bad) = (Vec::new(), BadRows::default());
         part.read(1000, None, options, &mut bad, &mut |row, diff| {
-            out.push((row, diff))
+            out.push((std::mem::take(row), diff))
         })
         .unwrap();
         (out, bad)
+    }
+
+    #[test]
+    fn a_consumer_may_keep_swap_or_leave_the_row_buffer() {
+        let (_d, input) = topic(
+            false,
+            &[
+                (None, Some([Some("1"), Some("a")])),
+                (None, Some([Some("2"), None])),
+                (None, Some([Some("3"), Some("c")])),
+                (None, Some([Some("4"), Some("d")])),
+            ],
+        );
+        let types = [ColumnType::Int, ColumnType::Any];
+        let mut part = PartitionSource::open(&input, 0, projection(types)).unwrap();
+        let mut seen = Vec::new();
+        let mut spare = vec![Value::str("stale"); 5];
+        part.read(
+            10,
+            None,
+            &ReadOptions::default(),
+            &mut BadRows::default(),
+            &mut |row, _| {
+                seen.push(row.clone());
+                // Records in turn: the buffer is left as it is, left with a
+                // stale value pushed, swapped for a stale buffer, or taken.
+                match seen.len() {
+                    1 => {}
+                    2 => row.push(Value::Int(99)),
+                    3 => std::mem::swap(row, &mut spare),
+                    _ => drop(std::mem::take(row)),
+                }
+            },
+        )
+        .unwrap();
+        let row = |k: i64, v: Option<&str>| vec![Value::Int(k), v.map_or(Value::Null, Value::str)];
+        assert_eq!(
+            seen,
+            vec![
+                row(1, Some("a")),
+                row(2, None),
+                row(3, Some("c")),
+                row(4, Some("d"))
+            ]
+        );
     }
 
     #[test]
@@ -517,13 +597,8 @@ mod tests {
             bad.examples[0].0.to_string(),
             "topic t, partition 0, offset 0, column 2 (v)"
         );
-        let projection = Projection {
-            input: "input".into(),
-            columns: vec![(0, ColumnType::Int), (1, ColumnType::Int)],
-            late: None,
-            rules: Vec::new(),
-        };
-        let mut part = PartitionSource::open(&input, 0, projection).unwrap();
+        let types = [ColumnType::Int, ColumnType::Int];
+        let mut part = PartitionSource::open(&input, 0, projection(types)).unwrap();
         let err = part
             .read(
                 10,
