@@ -41,8 +41,10 @@ use crate::job::{Rows, Time, Updates};
 use crate::ops::aggregate::project;
 pub use crate::ops::skew::Physical;
 use crate::ops::skew::{HotKeys, route, salt_of};
+use crate::row_map::hash_values;
 use crate::stats::{Dest, count_exchange};
 use crate::value::{Row, Value};
+use serde::{Deserialize, Serialize};
 
 /// Which rows a join keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,7 +154,28 @@ impl JoinKey for Row {
     }
 }
 
-type Keyed<'s, K> = VecCollection<'s, Time, (K, Row)>;
+/// A joined side's row, as its arrangement holds it: ordered by its hash
+/// first. Sorting and merging `(key, row)` pairs compares the rows of
+/// equal keys, and comparing two rows loads both from the heap (a cache
+/// miss each, with millions of rows); comparing hashes mostly decides
+/// without. Equal rows have equal hashes, so equality (and with it
+/// consolidation, and every output) is as for the rows themselves.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+struct Hashed {
+    hash: u64,
+    row: Row,
+}
+
+impl Hashed {
+    fn new(row: Row) -> Hashed {
+        Hashed {
+            hash: hash_values(&row),
+            row,
+        }
+    }
+}
+
+type Keyed<'s, K> = VecCollection<'s, Time, (K, Hashed)>;
 
 fn join_on<'s, K: JoinKey>(
     left: Rows<'s>,
@@ -170,7 +193,7 @@ fn join_on<'s, K: JoinKey>(
         left,
         pad: right_rest.len(),
         right: right.flat_map(move |row| {
-            K::from_row(&row, &right_key).map(|key| (key, project(&row, &right_rest)))
+            K::from_row(&row, &right_key).map(|key| (key, Hashed::new(project(&row, &right_rest))))
         }),
         left_key,
     };
@@ -198,7 +221,7 @@ impl<'s, K: JoinKey> JoinInput<'s, K> {
         let key = self.left_key.clone();
         self.left
             .clone()
-            .flat_map(move |row| K::from_row(&row, &key).map(|k| (k, row)))
+            .flat_map(move |row| K::from_row(&row, &key).map(|k| (k, Hashed::new(row))))
     }
 
     /// The left rows with a null in their key. Only left and anti joins
@@ -221,7 +244,7 @@ impl<'s, K: JoinKey> JoinInput<'s, K> {
     }
 }
 
-fn by_key<K: JoinKey>((k, _): &(K, Row)) -> Dest {
+fn by_key<K: JoinKey>((k, _): &(K, Hashed)) -> Dest {
     Dest::Hash(k.hashed().into())
 }
 
@@ -230,15 +253,15 @@ fn shuffle_join<'s, K: JoinKey>(sides: JoinInput<'s, K>, kind: JoinKind) -> Rows
     let right = count_exchange(sides.right.clone(), "join right (shuffle)", by_key::<K>);
     let keyed = count_exchange(sides.matchable(), "join left (shuffle)", by_key::<K>);
     match kind {
-        JoinKind::Inner => keyed.join_map(right, |_, l, r| concat(l, r)),
+        JoinKind::Inner => keyed.join_map(right, |_, l, r| concat(&l.row, &r.row)),
         JoinKind::Semi => keyed
             .semijoin(right.map(|(k, _)| k).distinct())
-            .map(|(_, row)| row),
+            .map(|(_, l)| l.row),
         JoinKind::Anti => unmatched(keyed, right).concat(sides.null_keyed()),
         JoinKind::Left => {
             let matched = keyed
                 .clone()
-                .join_map(right.clone(), |_, l, r| concat(l, r));
+                .join_map(right.clone(), |_, l, r| concat(&l.row, &r.row));
             let unmatched = unmatched(keyed, right).concat(sides.null_keyed());
             matched.concat(unmatched.map(sides.padding()))
         }
@@ -280,7 +303,7 @@ fn skew_join<'s, K: JoinKey>(sides: JoinInput<'s, K>, kind: JoinKind, hot: &HotK
     let hot_right = hot_left.clone();
     let salted = sides.matchable().map(move |(k, row)| {
         let salt = if hot_left.contains(&k) {
-            salt_of(&row, salts)
+            salt_of(&row.row, salts)
         } else {
             0
         };
@@ -362,7 +385,7 @@ where
 /// The left side of a broadcast or salted join, partitioned like the right
 /// side's arrangements.
 struct Sides<'s, KK: differential_dataflow::ExchangeData> {
-    left_arr: Arr<'s, KK, Row>,
+    left_arr: Arr<'s, KK, Hashed>,
     /// For left and anti joins (the others never build them: each extra
     /// consumer of the left side clones every left row), the left rows
     /// with a key (anywhere: only concatenated) and those without.
@@ -375,11 +398,11 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
     fn new<K: JoinKey>(
         sides: &JoinInput<'s, K>,
         kind: JoinKind,
-        keyed: VecCollection<'s, Time, (KK, Row)>,
-        arrange: fn(Keyed<'s, KK>, &str) -> Arr<'s, KK, Row>,
+        keyed: Keyed<'s, KK>,
+        arrange: fn(Keyed<'s, KK>, &str) -> Arr<'s, KK, Hashed>,
     ) -> Self {
         let unmatchable = matches!(kind, JoinKind::Left | JoinKind::Anti)
-            .then(|| (keyed.clone().map(|(_, row)| row), sides.null_keyed()));
+            .then(|| (keyed.clone().map(|(_, l)| l.row), sides.null_keyed()));
         Sides {
             left_arr: arrange(keyed, "JoinLeft"),
             unmatchable,
@@ -392,7 +415,7 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
     fn finish(
         self,
         kind: JoinKind,
-        right: Option<Arr<'s, KK, Row>>,
+        right: Option<Arr<'s, KK, Hashed>>,
         keys: Option<Arr<'s, KK, ()>>,
         padded: impl Fn(Row) -> Row + 'static,
     ) -> Rows<'s> {
@@ -400,15 +423,17 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
             left_arr,
             unmatchable,
         } = self;
-        let matched = |right: Arr<'s, KK, Row>| {
+        let matched = |right: Arr<'s, KK, Hashed>| {
             left_arr
                 .clone()
-                .join_core(right, |_k, l: &Row, r: &Row| Some(concat(l, r)))
+                .join_core(right, |_k, l: &Hashed, r: &Hashed| {
+                    Some(concat(&l.row, &r.row))
+                })
         };
         let semi = |keys: Arr<'s, KK, ()>| {
             left_arr
                 .clone()
-                .join_core(keys, |_k, l: &Row, _: &()| Some(l.clone()))
+                .join_core(keys, |_k, l: &Hashed, _: &()| Some(l.row.clone()))
         };
         match kind {
             JoinKind::Inner => matched(right.expect("right side")),
@@ -431,7 +456,7 @@ impl<'s, KK: differential_dataflow::ExchangeData> Sides<'s, KK> {
 /// Left rows (with non-null keys) that have no match on the right.
 fn unmatched<'s, K: JoinKey>(left: Keyed<'s, K>, right: Keyed<'s, K>) -> Rows<'s> {
     left.antijoin(right.map(|(k, _)| k).distinct())
-        .map(|(_, row)| row)
+        .map(|(_, l)| l.row)
 }
 
 fn concat(left: &Row, right: &Row) -> Row {
