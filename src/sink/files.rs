@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use super::writeback::Writeback;
 use crate::schema::OutputSchema;
 use crate::value::{Row, Value};
 
@@ -112,13 +113,15 @@ const MAX_FORMATTERS: usize = 3;
 /// Writes the header and `rows` to `path` and syncs it. Chunks of rows are
 /// formatted on several threads, round-robin, and written in order by this
 /// one; each formatter is at most two chunks ahead, so memory stays a few
-/// chunks of text whatever the output's size.
+/// chunks of text whatever the output's size. The disk writes the file as
+/// it grows ([`Writeback`]), so the sync waits only for the end of it.
 fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Result<(), SinkError> {
     use std::io::Write;
     let csv_err = |e: csv::Error| io(path)(std::io::Error::other(e));
     // Buffered for a line written many times; a chunk's text is larger
     // than the buffer and goes to the file as it is.
-    let mut file = BufWriter::with_capacity(1 << 16, File::create(path).map_err(io(path))?);
+    let file = Writeback::new(File::create(path).map_err(io(path))?);
+    let mut file = BufWriter::with_capacity(1 << 16, file);
     let mut header = csv::Writer::from_writer(Vec::new());
     header.write_record(&schema.columns).map_err(csv_err)?;
     let header = header
@@ -160,7 +163,7 @@ fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Resul
         Ok::<_, SinkError>(())
     })?;
     let file = file.into_inner().map_err(|e| io(path)(e.into_error()))?;
-    file.sync_all().map_err(io(path))
+    file.into_inner().sync_all().map_err(io(path))
 }
 
 /// A chunk's CSV text: pieces, each to be written as many times as it
