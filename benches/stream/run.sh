@@ -13,8 +13,10 @@
 #    timed from start to exit, and `kappa run` of the same job on the same data
 #    as files; best of RUNS. Every stream table is checked against the batch
 #    output (same rows and counts). `count-by` and `group-by` run once more
-#    with --max-batch BIG_BATCH (one epoch per worker), and the join's floor
-#    is SQLite alone inserting the join's output rows in one statement.
+#    with --max-batch BIG_BATCH (one epoch per worker). The join's floors:
+#    SQLite alone inserting the join's output rows in one statement, and in
+#    as many commits as the stream made; and the batch join that indexes
+#    both sides (strategy=shuffle), as a stream must.
 # 2. Latency (latency.py). `kappa stream` runs in the background while a
 #    producer appends ticks of rows at a fixed RATE (records/s) and a poller
 #    reads the output view every few ms; p50/p99/max of append -> visible.
@@ -201,7 +203,37 @@ if [[ ${SKIP_THROUGHPUT:-0} != 1 ]]; then
              kappa_n INTEGER NOT NULL CHECK (kappa_n > 0),
              PRIMARY KEY (key, value, attr, kappa_mask)) WITHOUT ROWID" \
         "ATTACH '$STAGE' AS s" "BEGIN" "INSERT INTO t SELECT k, v, a, 0, n FROM s.rows" "COMMIT"
+    # The same rows in as many commits as the stream made (its catalog's
+    # `epochs`): each commit a uniform random share of the rows, in key
+    # order, as a stream's epochs are offset ranges of a topic whose keys
+    # are spread over the whole table. A live version commits at least once
+    # a second (HOLD_LIVE in runner/commit.rs), so a catch-up that takes
+    # seconds makes several commits, each touching most of the table's pages.
+    COMMITS=$(cut -d, -f1 "$TMP/stream_join.catalog" | tail -n 1)
+    if [[ $COMMITS =~ ^[0-9]+$ ]] && ((COMMITS > 0)); then
+        echo "$COMMITS" >"$TMP/floor_commits"
+        sqlite3 -batch "$STAGE" "ALTER TABLE rows ADD COLUMN e" "UPDATE rows SET e = abs(random()) % $COMMITS" \
+            "CREATE INDEX rows_e ON rows (e, k, v, a)"
+        EPOCH_SQL=()
+        for ((e = 0; e < COMMITS; e++)); do
+            EPOCH_SQL+=("BEGIN" "INSERT INTO t SELECT k, v, a, 0, n FROM s.rows WHERE e = $e ORDER BY k, v, a" "COMMIT")
+        done
+        PRE=floor_fresh bench sqlite_join_in_commits sqlite3 -batch "$FLOOR_DB" "PRAGMA journal_mode = wal" \
+            "PRAGMA cache_size = -16384" \
+            "CREATE TABLE t (key, value, attr, kappa_mask INTEGER NOT NULL,
+                 kappa_n INTEGER NOT NULL CHECK (kappa_n > 0),
+                 PRIMARY KEY (key, value, attr, kappa_mask)) WITHOUT ROWID" \
+            "ATTACH '$STAGE' AS s" "${EPOCH_SQL[@]}"
+    fi
     rm -f "$STAGE" "$FLOOR_DB" "$FLOOR_DB-wal" "$FLOOR_DB-shm"
+    # A stream must index both sides of a join (a right row that comes
+    # later meets every earlier left row); a batch join picks broadcast
+    # and streams the big side through a hash table of the small one.
+    # The batch join that indexes both sides, as the stream does:
+    bench batch_join_shuffle "$KAPPA" run join --input "left=$FACT" --input "right=$DIM" --param on=key=key \
+        --param kind=inner --param strategy=shuffle --output "$OUT/join-shuffle" --overwrite --workers "$WORKERS"
+    cmp -s "$OUT/join/joined.csv" "$OUT/join-shuffle/joined.csv" \
+        || note "- join: strategy=shuffle output DIFFERS from strategy=auto"
     rm -rf "$OUT"
 fi
 
@@ -326,6 +358,21 @@ if "produce_fact" in r:
         out.append(f"The single writer's floor for the join's output: SQLite alone inserts its {floor_rows:,} "
                    f"distinct rows from one `INSERT ... SELECT` into a table shaped as kappa's, in one "
                    f"transaction, in {fmt_s(floor)} s on one core (stream join / floor: {ratio}).\n")
+    ef = t("sqlite_join_in_commits")
+    if ef and os.path.exists(os.path.join(tmp, "floor_commits")):
+        commits = open(os.path.join(tmp, "floor_commits")).read().strip()
+        efr = r.get("sqlite_join_in_commits", {})
+        cpu = "—" if efr.get("cpu") is None else f"{efr['cpu']:.2f}"
+        out.append(f"SQLite alone, the same rows in the {commits} commits the stream made (each a uniform "
+                   f"random share of the rows, in key order; the stream's first commits are smaller): "
+                   f"{fmt_s(ef)} s, {cpu} s CPU (stream join / this: "
+                   f"{'—' if not sj else f'{sj / ef:.2f}×'}).\n")
+    bs = t("batch_join_shuffle")
+    if bs:
+        bsr = r.get("batch_join_shuffle", {})
+        cpu = "—" if bsr.get("cpu") is None else f"{bsr['cpu']:.1f}"
+        out.append(f"The batch join with `strategy=shuffle`, which indexes both sides as a stream must: "
+                   f"{fmt_s(bs)} s, {cpu} s CPU (stream join / this: {'—' if not sj else f'{sj / bs:.2f}×'}).\n")
 
 lat = [json.loads(l) for l in open(os.path.join(tmp, "latency.jsonl")) if l.strip()]
 if lat:
