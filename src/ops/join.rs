@@ -159,7 +159,10 @@ impl JoinKey for Row {
 /// equal keys, and comparing two rows loads both from the heap (a cache
 /// miss each, with millions of rows); comparing hashes mostly decides
 /// without. Equal rows have equal hashes, so equality (and with it
-/// consolidation, and every output) is as for the rows themselves.
+/// consolidation, and every output) is as for the rows themselves. That
+/// holds across the processes of a cluster run too, which exchange
+/// `Hashed` rows with their hashes: [`hash_values`] is seeded fixed, not
+/// per process.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct Hashed {
     hash: u64,
