@@ -203,8 +203,16 @@ fn outputs_are_byte_identical_for_any_worker_count_and_match_a_reference() {
     let text = big_csv();
     let input = d.write("big.csv", &text);
     let mut outputs = Vec::new();
-    for workers in ["1", "2", "3"] {
-        let out = d.s(&format!("out{workers}"));
+    // Sort memory of one byte spills every row; a few KiB spill some.
+    let runs = [
+        ("1", "64M"),
+        ("2", "64M"),
+        ("3", "64M"),
+        ("2", "1"),
+        ("3", "4K"),
+    ];
+    for (i, (workers, memory)) in runs.into_iter().enumerate() {
+        let out = d.s(&format!("out{i}"));
         let arg = format!("input={input}");
         ok(&[
             "run",
@@ -219,11 +227,20 @@ fn outputs_are_byte_identical_for_any_worker_count_and_match_a_reference() {
             &out,
             "-w",
             workers,
+            "--sort-memory",
+            memory,
         ]);
-        outputs.push(read(d.path(&format!("out{workers}")).join("groups.csv")));
+        outputs.push(read(d.path(&format!("out{i}")).join("groups.csv")));
     }
-    assert_eq!(outputs[0], outputs[1]);
-    assert_eq!(outputs[0], outputs[2]);
+    for (output, run) in outputs.iter().zip(runs) {
+        assert!(*output == outputs[0], "{run:?} differs from {:?}", runs[0]);
+    }
+    // The spilled runs' files had no names: nothing is left beside the outputs.
+    let left: Vec<_> = std::fs::read_dir(d.0.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1 + runs.len(), "{left:?}");
     // Reference: parse with the csv crate here and aggregate in a map.
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let mut groups: BTreeMap<i64, (i64, i64, std::collections::BTreeSet<String>)> = BTreeMap::new();

@@ -11,10 +11,9 @@ use clap::{Args, CommandFactory, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::workers::WorkerArgs;
-use crate::engine::{Batch, BatchOutput};
+use crate::engine::{Batch, BatchReport};
 use crate::job::Job;
 use crate::registry::Registry;
-use crate::sink::files;
 use crate::source::{BadRowPolicy, Format, InputFiles, ReadOptions};
 
 /// Inputs larger than this get a progress bar (when stderr is a terminal).
@@ -48,6 +47,10 @@ pub struct RunArgs {
     /// Replace the outputs in an existing output directory.
     #[arg(long)]
     overwrite: bool,
+    /// Output rows held in memory before the rest are sorted in temporary
+    /// files (anonymous, beside the output directory): e.g. 512M, 2G.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    sort_memory: usize,
     /// After the run, print per exchange (each join side and group-by) the
     /// records each worker received and the imbalance (max / mean).
     #[arg(long)]
@@ -83,6 +86,13 @@ impl OnBadRow {
         };
         ReadOptions { null, on_bad_row }
     }
+}
+
+/// Parses a size: `123`, `512K`, `32M`, `1G`.
+fn parse_size(s: &str) -> Result<usize, String> {
+    crate::ops::skew::parse_bytes(s)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("expected a size such as 512M or 2G, got {s:?}"))
 }
 
 /// Parses `NAME=VALUE`.
@@ -133,21 +143,28 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         .params(&params)
         .format(format)
         .read_options(args.on_bad_row.read_options(args.null.clone()))
-        .workers(workers);
+        .workers(workers)
+        .sort_memory(args.sort_memory);
     for (name, path) in &args.input {
         batch = batch.input(name, path);
     }
     let planned = batch.plan()?;
-    files::check_target(&output, args.overwrite)?;
     let total_bytes: u64 = planned.inputs.iter().map(InputFiles::bytes).sum();
     let bar = progress_bar(total_bytes);
     if let Some(bar) = bar.clone() {
+        let shown = output.clone();
         batch = batch.on_progress(Arc::new(move |n: u64| {
             bar.inc(n);
             if bar.position() >= total_bytes && bar.length() == Some(total_bytes) {
                 // Read: the rest (exchanges, arrangements, sorting) has no
                 // byte count, so the bar turns into a spinner that says so.
-                phase(&bar, "inputs read; computing and sorting the outputs");
+                phase(
+                    &bar,
+                    &format!(
+                        "inputs read; computing, sorting and writing the outputs to {}",
+                        shown.display()
+                    ),
+                );
             }
         }));
     }
@@ -155,30 +172,11 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     if let Some(stats) = &stats {
         batch = batch.stats(stats.clone());
     }
-    let result = batch.run_planned(planned);
-    let result = result.with_context(|| format!("job {} failed", spec.name));
-    if let (Some(bar), Ok(r)) = (&bar, &result)
-        && r.holds_outputs
-    {
-        let rows: usize = r.outputs.iter().map(|(_, rows)| rows.len()).sum();
-        phase(
-            bar,
-            &format!(
-                "writing {} to {}",
-                count(rows as u64, "distinct row"),
-                output.display()
-            ),
-        );
+    let result = batch.run_into(planned, &output, args.overwrite);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
-    let result = match result {
-        Ok(result) => result,
-        Err(e) => {
-            if let Some(bar) = bar {
-                bar.finish_and_clear();
-            }
-            return Err(e);
-        }
-    };
+    let result = result.with_context(|| format!("job {} failed", spec.name))?;
     if !result.holds_outputs {
         let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
         eprintln!(
@@ -190,11 +188,6 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let committed = result.commit(&output, args.overwrite);
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    committed?;
     tracing::info!(elapsed = ?result.elapsed, "outputs committed");
     eprint!("{}", summary(spec.name, threads, &result, &output));
     for d in &result.decisions {
@@ -203,9 +196,6 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     if let Some(stats) = stats {
         eprint!("{}", stats.table());
     }
-    // Freeing every output row one by one (10M rows: most of a second) is
-    // left to the process's exit, which is next.
-    std::mem::forget(result);
     Ok(())
 }
 
@@ -309,10 +299,9 @@ impl LateArgs {
 }
 
 /// The end-of-run summary for stderr.
-fn summary(job: &str, workers: usize, result: &BatchOutput, dir: &std::path::Path) -> String {
+fn summary(job: &str, workers: usize, result: &BatchReport, dir: &std::path::Path) -> String {
     let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
-    let rows_of = |rows: &[(crate::value::Row, isize)]| rows.iter().map(|(_, n)| n).sum::<isize>();
-    let rows_out: isize = result.outputs.iter().map(|(_, rows)| rows_of(rows)).sum();
+    let rows_out: u64 = result.rows_out.iter().map(|(_, n)| n).sum();
     let secs = result.elapsed.as_secs_f64();
     let ins: Vec<String> = result
         .rows_in
@@ -320,15 +309,15 @@ fn summary(job: &str, workers: usize, result: &BatchOutput, dir: &std::path::Pat
         .map(|(name, n)| format!("{name} {n}"))
         .collect();
     let outs: Vec<String> = result
-        .outputs
+        .rows_out
         .iter()
-        .map(|(o, rows)| format!("{} {}", o.name, rows_of(rows)))
+        .map(|(name, n)| format!("{name} {n}"))
         .collect();
     let mut s = format!(
         "kappa run {job}: {} in ({}), {} out ({}), {secs:.2} s on {}, {:.0} rows/s -> {}\n",
         count(rows_in, "row"),
         ins.join(", "),
-        count(rows_out.max(0) as u64, "row"),
+        count(rows_out, "row"),
         outs.join(", "),
         count(workers as u64, "worker"),
         rows_in as f64 / secs.max(1e-9),

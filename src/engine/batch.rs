@@ -2,6 +2,12 @@
 //! (sizes, a sample of keys), run it on timely workers, and commit its
 //! outputs to a directory. `kappa run` is this and a summary.
 //!
+//! Two ways to take the outputs: [`Batch::run`] hands them over in memory
+//! (to read, or to [`BatchOutput::commit`]); [`Batch::run_into`] commits
+//! them as it merges them, holding at most [`Batch::sort_memory`] of rows
+//! and sorting the rest in runs on disk, for outputs larger than memory.
+//! Both write the same bytes.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), kappa::engine::EngineError> {
 //! let job = kappa::Registry::builtin().find("count-by")?;
@@ -9,19 +15,26 @@
 //!     .input("input", "events.csv")
 //!     .param("key", "user")
 //!     .run()?;
+//! let counts = output.output("counts");
 //! output.commit("out".as_ref(), false)?;
+//!
+//! let job = kappa::Registry::builtin().find("count-by")?;
+//! let batch = kappa::Batch::new(job).input("input", "events.csv").param("key", "user");
+//! let planned = batch.plan()?;
+//! let report = batch.run_into(planned, "out2".as_ref(), false)?;
 //! # Ok(()) }
 //! ```
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::EngineError;
 use crate::job::{DataContext, Job, KeySample, Params, Plan, plan_job};
 use crate::runner::WorkerConfig;
 use crate::runner::batch::BatchRun;
+use crate::runner::spill::{SortedOutput, Spill};
 use crate::schema::{ColumnType, OutputSchema};
 use crate::sink::files;
 use crate::source::{BadRows, Format, InputFiles, ReadOptions};
@@ -37,6 +50,7 @@ pub struct Batch {
     workers: WorkerConfig,
     progress: Option<Arc<dyn Fn(u64) + Send + Sync>>,
     stats: Option<Arc<crate::stats::Recorder>>,
+    sort_memory: usize,
 }
 
 /// A planned batch run, before it runs.
@@ -49,14 +63,24 @@ pub struct BatchPlan {
     pub decisions: Vec<String>,
 }
 
-/// What a batch run produced.
+/// What a batch run produced, in memory ([`Batch::run`]).
 #[derive(Debug)]
 pub struct BatchOutput {
     /// Per output: its schema, and its rows sorted, with their (positive)
     /// multiplicities.
     pub outputs: Vec<(OutputSchema, Vec<(Row, isize)>)>,
+    /// What the run read, wrote and decided.
+    pub report: BatchReport,
+}
+
+/// What a batch run read, wrote and decided.
+#[derive(Clone, Debug)]
+pub struct BatchReport {
     /// Per input (spec order): its name and the rows read.
     pub rows_in: Vec<(String, u64)>,
+    /// Per output (plan order): its name and its rows, each counted as
+    /// many times as its multiplicity (as the output file has lines).
+    pub rows_out: Vec<(String, u64)>,
     /// Per input: the bad rows skipped (under [`crate::source::BadRowPolicy::Skip`]).
     pub bad_rows: Vec<BadRows>,
     /// Per input: the late events dropped (under the `drop` policy).
@@ -65,13 +89,19 @@ pub struct BatchOutput {
     pub decisions: Vec<String>,
     /// This process holds the outputs: a one-process run, or the first
     /// process of a cluster run (the only one that may commit them; the
-    /// others' `outputs` are empty).
+    /// others' outputs are empty).
     pub holds_outputs: bool,
-    /// How long the run took.
+    /// How long the run took: to its outputs in memory ([`Batch::run`]),
+    /// or committed ([`Batch::run_into`]).
     pub elapsed: Duration,
 }
 
 impl Batch {
+    /// What [`Batch::run_into`] holds of the output rows unless told
+    /// otherwise: bounds a stateless query's memory well under 300 MiB
+    /// (Nexmark q0: under 200 MiB, as fast as holding all 9.2M rows).
+    pub const SORT_MEMORY: usize = 64 << 20;
+
     /// `job` over files, with default settings: inputs and parameters to be
     /// given, formats from the file names, bad rows fail the run, a worker
     /// per core.
@@ -86,6 +116,7 @@ impl Batch {
             workers: WorkerConfig::threads(threads),
             progress: None,
             stats: None,
+            sort_memory: Batch::SORT_MEMORY,
         }
     }
 
@@ -137,6 +168,15 @@ impl Batch {
         self
     }
 
+    /// How many bytes of output rows [`Batch::run_into`] holds in this
+    /// process before it sorts them to disk in runs (about: see
+    /// [`crate::runner::spill::held_bytes`]). Memory for the job's own
+    /// state (a join's tables, a group-by's groups) is apart.
+    pub fn sort_memory(mut self, bytes: usize) -> Batch {
+        self.sort_memory = bytes;
+        self
+    }
+
     /// Resolves the inputs and plans the job.
     pub fn plan(&self) -> Result<BatchPlan, EngineError> {
         let spec = self.job.spec();
@@ -165,8 +205,62 @@ impl Batch {
         self.run_planned(planned)
     }
 
-    /// Runs a plan made by [`Batch::plan`].
+    /// Runs a plan made by [`Batch::plan`], its outputs into memory.
     pub fn run_planned(self, planned: BatchPlan) -> Result<BatchOutput, EngineError> {
+        let started = Instant::now();
+        let (schemas, sorted, mut report) = self.execute(planned, None)?;
+        let mut outputs = Vec::new();
+        for (schema, sorted) in schemas.into_iter().zip(sorted) {
+            let rows = sorted.into_rows(&schema.name)?;
+            report.rows_out.push((schema.name.clone(), lines(&rows)));
+            outputs.push((schema, rows));
+        }
+        report.elapsed = started.elapsed();
+        Ok(BatchOutput { outputs, report })
+    }
+
+    /// Runs a plan made by [`Batch::plan`] and commits its outputs to
+    /// `dir` as [`BatchOutput::commit`] does (an existing directory is
+    /// replaced only if `overwrite`), merging the workers' sorted runs
+    /// into the files as they are written. Output rows past
+    /// [`Batch::sort_memory`] are sorted to disk, in anonymous temporary
+    /// files in the nearest existing directory at or above `dir`. In a
+    /// cluster run only the first process commits; the others return once
+    /// their part is done.
+    pub fn run_into(
+        self,
+        planned: BatchPlan,
+        dir: &Path,
+        overwrite: bool,
+    ) -> Result<BatchReport, EngineError> {
+        files::check_target(dir, overwrite)?;
+        let spill = Spill {
+            dir: existing_ancestor(dir),
+            memory: self.sort_memory,
+        };
+        let started = Instant::now();
+        let (schemas, sorted, mut report) = self.execute(planned, Some(spill))?;
+        if !report.holds_outputs {
+            return Ok(report);
+        }
+        let merges = schemas.iter().zip(sorted).map(|(schema, sorted)| {
+            let merge = sorted.merge(&schema.name, files::CHUNK_ROWS);
+            (schema, merge.map(|chunk| chunk.map_err(EngineError::from)))
+        });
+        let written = files::commit(dir, merges)?;
+        let names = schemas.into_iter().map(|s| s.name);
+        report.rows_out = names.zip(written).collect();
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// Runs the plan: per output its schema and its sorted runs, and what
+    /// the run read.
+    fn execute(
+        self,
+        planned: BatchPlan,
+        spill: Option<Spill>,
+    ) -> Result<(Vec<OutputSchema>, Vec<SortedOutput>, BatchReport), EngineError> {
         let BatchPlan {
             plan,
             inputs,
@@ -182,17 +276,19 @@ impl Batch {
             progress: self.progress,
             stats: self.stats,
             fingerprint,
+            spill,
         };
         let result = run.run()?;
-        Ok(BatchOutput {
-            outputs: plan.outputs.into_iter().zip(result.outputs).collect(),
+        let report = BatchReport {
             rows_in: names.zip(result.rows_in).collect(),
+            rows_out: Vec::new(),
             bad_rows: result.bad_rows,
             late_dropped: result.late_dropped,
             decisions,
             holds_outputs: result.holds_outputs,
-            elapsed: result.elapsed,
-        })
+            elapsed: Duration::ZERO,
+        };
+        Ok((plan.outputs, result.outputs, report))
     }
 
     /// What this process is about to run, for the runner's check that
@@ -264,14 +360,18 @@ impl BatchOutput {
     /// Only the process that [holds the outputs](BatchOutput::holds_outputs)
     /// may commit them.
     pub fn commit(&self, dir: &Path, overwrite: bool) -> Result<(), EngineError> {
-        if !self.holds_outputs {
+        if !self.report.holds_outputs {
             return Err(EngineError::Refused(
                 "this process of a cluster run does not hold the outputs: process 0 commits them"
                     .into(),
             ));
         }
         files::check_target(dir, overwrite)?;
-        files::commit(dir, &self.outputs)?;
+        let outputs = self.outputs.iter();
+        files::commit(
+            dir,
+            outputs.map(|(schema, rows)| (schema, files::in_chunks(rows))),
+        )?;
         Ok(())
     }
 
@@ -282,6 +382,20 @@ impl BatchOutput {
             .find(|(schema, _)| schema.name == name)
             .map(|(_, rows)| rows.as_slice())
     }
+}
+
+/// An output's lines: its rows, each as many times as its multiplicity.
+fn lines(rows: &[(Row, isize)]) -> u64 {
+    rows.iter().map(|(_, n)| (*n).max(0) as u64).sum()
+}
+
+/// `dir`, or the nearest directory above it that exists (where a run that
+/// will create `dir` may put its temporary files); the working directory
+/// if none does.
+fn existing_ancestor(dir: &Path) -> PathBuf {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let found = absolute.ancestors().find(|d| d.is_dir());
+    found.map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// What the planner may know of file inputs: their sizes and a sample of

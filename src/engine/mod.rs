@@ -16,7 +16,7 @@ mod error;
 mod on_log;
 mod verify;
 
-pub use batch::{Batch, BatchOutput, BatchPlan};
+pub use batch::{Batch, BatchOutput, BatchPlan, BatchReport};
 pub use error::EngineError;
 pub use on_log::{OnLog, Started, StreamSettings, StreamSummary};
 pub use verify::{Verification, verify};

@@ -8,9 +8,11 @@
 //! and each worker closes an input as soon as it has read its chunks of it:
 //! operators that wait for a whole side (the hash join's table) get it
 //! before the big input streams through. Each worker collects the output
-//! updates that land on it and sorts and consolidates them; the driver
+//! updates that land on it and sorts and consolidates them, in runs on
+//! disk past its share of the sort memory ([`super::spill`]); the caller
 //! merges the workers' sorted runs. The result is a function of the input
-//! collections only, hence byte-identical for every worker count.
+//! collections only, hence byte-identical for every worker count and
+//! sort memory.
 //!
 //! Invariant: a read error on any worker makes the whole run fail with the
 //! error at the smallest location (so the message does not depend on which
@@ -18,19 +20,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::cluster;
 use super::combine::Combiner;
-use super::order::{self, SortedRun};
 use super::outputs::collect_outputs;
+use super::spill::{SortedOutput, Spill, Spiller};
 use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates};
 use crate::source::late::LateFilter;
 use crate::source::{self, BadRows, Chunk, InputFiles, ReadOptions, RowLocation, SourceError};
-use crate::value::Row;
 
 /// Rows between two steps of the dataflow while reading, so that exchange
 /// buffers do not grow with the whole input.
@@ -55,13 +56,16 @@ pub struct BatchRun {
     /// parameters, the planner's decisions): in a cluster run, every
     /// process must plan the same, and the runner checks it.
     pub fingerprint: String,
+    /// Where outputs past a memory budget are sorted to disk; `None`: they
+    /// are held in memory, however large.
+    pub spill: Option<Spill>,
 }
 
 /// What a batch run produced.
-#[derive(Debug)]
 pub struct BatchResult {
-    /// Per output (plan order): rows sorted, with positive multiplicities.
-    pub outputs: Vec<Vec<(Row, isize)>>,
+    /// Per output (plan order): its rows in sorted runs, to be merged
+    /// ([`SortedOutput::into_rows`], [`SortedOutput::merge`]).
+    pub outputs: Vec<SortedOutput>,
     /// Rows read per input.
     pub rows_in: Vec<u64>,
     /// Bad rows skipped per input (only under `--on-bad-row skip`).
@@ -71,8 +75,6 @@ pub struct BatchResult {
     /// This process holds the outputs (a one-process run, or the first
     /// process of a cluster run; the others' `outputs` are empty).
     pub holds_outputs: bool,
-    /// Wall time from the start of the run to its outputs gathered.
-    pub elapsed: Duration,
 }
 
 /// What one worker tells every other at the end of a run: what it read,
@@ -104,10 +106,10 @@ fn failure_order(e: &SourceError) -> FailureOrder {
 
 /// What one worker hands back to its process.
 struct WorkerResult {
-    /// The output changes gathered on this worker, sorted and consolidated
-    /// (on every worker of a one-process run; on the first process' workers
-    /// of a cluster run, the others hold none).
-    outputs: Vec<SortedRun>,
+    /// The output changes gathered on this worker, in sorted, consolidated
+    /// runs (on every worker of a one-process run; on the first process'
+    /// workers of a cluster run, the others hold none).
+    outputs: Vec<SortedOutput>,
     /// This worker's own failure.
     failure: Option<SourceError>,
     /// Every worker's report, in worker order.
@@ -148,7 +150,6 @@ impl BatchRun {
             bad_rows: vec![BadRows::default(); n_inputs],
             late_dropped: vec![0; n_inputs],
             holds_outputs: shared.run.workers.is_first_process(),
-            elapsed: Duration::ZERO,
         };
         shared.absorb_stats(&reports);
         for r in reports {
@@ -158,9 +159,8 @@ impl BatchRun {
                 result.late_dropped[i] += r.late_dropped[i];
             }
         }
-        result.outputs = shared.merge_outputs(results)?;
-        result.elapsed = started.elapsed();
-        tracing::info!(elapsed = ?result.elapsed, "outputs gathered");
+        result.outputs = shared.gather_outputs(results);
+        tracing::info!(elapsed = ?started.elapsed(), "outputs gathered");
         Ok(result)
     }
 }
@@ -211,32 +211,22 @@ impl Shared {
         }
     }
 
-    /// The outputs, from the workers' sorted runs (one merge puts them in
-    /// order); a negative count is a job bug.
-    fn merge_outputs(
-        &self,
-        results: Vec<WorkerResult>,
-    ) -> Result<Vec<Vec<(Row, isize)>>, RunError> {
-        let mut runs: Vec<Vec<SortedRun>> =
-            self.run.plan.outputs.iter().map(|_| Vec::new()).collect();
+    /// Per output, every worker's runs of it (the merge that puts them in
+    /// order, and finds a negative count, is the caller's).
+    fn gather_outputs(&self, results: Vec<WorkerResult>) -> Vec<SortedOutput> {
+        let mut outputs: Vec<SortedOutput> = self
+            .run
+            .plan
+            .outputs
+            .iter()
+            .map(|_| SortedOutput::default())
+            .collect();
         for r in results {
-            for (all, part) in runs.iter_mut().zip(r.outputs) {
-                all.push(part);
+            for (all, part) in outputs.iter_mut().zip(r.outputs) {
+                all.absorb(part);
             }
         }
-        let mut outputs = Vec::new();
-        for (schema, runs) in self.run.plan.outputs.iter().zip(runs) {
-            let rows = order::merge_runs(runs);
-            if let Some((row, n)) = rows.iter().find(|(_, n)| *n < 0) {
-                return Err(RunError::NegativeMultiplicity {
-                    output: schema.name.clone(),
-                    row: format!("{row:?}"),
-                    count: *n,
-                });
-            }
-            outputs.push(rows);
-        }
-        Ok(outputs)
+        outputs
     }
 
     /// What this worker is about to run, one fact per line: every process
@@ -331,7 +321,8 @@ impl Shared {
         let (sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
             let _stats = self.run.stats.clone().map(crate::stats::install);
             let (sessions, outputs) = plan.instantiate(scope, Updates::InsertOnly)?;
-            Ok::<_, RunError>((sessions, collect_outputs(outputs, gather)))
+            let into = Spiller::new(outputs.len(), self.spill_budget());
+            Ok::<_, RunError>((sessions, collect_outputs(outputs, gather, into)))
         })?;
         let reads = self.read_chunks(worker, sessions);
         tracing::info!(worker = index, elapsed = ?self.started.elapsed(), "inputs read");
@@ -352,9 +343,9 @@ impl Shared {
             },
         };
         let reports = cluster::all_gather(worker, &report)?;
-        let collected = std::mem::take(&mut *collected.borrow_mut());
+        let collected = collected.replace(Spiller::new(0, None));
         let outputs = match reads.failure {
-            None => collected.into_iter().map(SortedRun::new).collect(),
+            None => collected.finish()?,
             Some(_) => Vec::new(),
         };
         Ok(WorkerResult {
@@ -362,6 +353,13 @@ impl Shared {
             failure: reads.failure,
             reports,
         })
+    }
+
+    /// Where this worker spills its outputs, and how many bytes of them it
+    /// holds first: its share of the process' sort memory.
+    fn spill_budget(&self) -> Option<(std::path::PathBuf, usize)> {
+        let spill = self.run.spill.as_ref()?;
+        Some((spill.dir.clone(), spill.memory / self.run.workers.threads))
     }
 
     /// Reads this worker's chunks into the inputs, closing each input as

@@ -126,7 +126,8 @@ where
 {
     let (mut sessions, collected) = worker.dataflow::<Time, _, _>(|scope| {
         let (sessions, outputs) = plan.instantiate(scope, updates)?;
-        Ok::<_, RunError>((sessions, collect_outputs(outputs, gather)))
+        let into = vec![Vec::new(); outputs.len()];
+        Ok::<_, RunError>((sessions, collect_outputs(outputs, gather, into)))
     })?;
     for (session, updates) in sessions.iter_mut().zip(inputs) {
         for (row, t, n) in updates {

@@ -13,6 +13,7 @@ pub mod memory;
 mod network;
 pub mod order;
 mod outputs;
+pub mod spill;
 pub mod stream;
 pub mod verify;
 
@@ -166,6 +167,15 @@ pub enum RunError {
         row: String,
         /// Its consolidated count, below zero.
         count: isize,
+    },
+    /// A batch run's output rows, past its sort memory, could not be
+    /// sorted in temporary files.
+    #[error("cannot sort output rows in temporary files in {}: {cause}", dir.display())]
+    Spill {
+        /// The directory of the temporary files.
+        dir: PathBuf,
+        /// The operating system's error.
+        cause: std::io::Error,
     },
     /// The table store failed.
     #[error(transparent)]

@@ -158,19 +158,53 @@ impl SortedRun {
         if let Some((row, _)) = self.get(n + AHEAD) {
             prefetch(row.as_ptr());
         }
+        // Values asked for AHEAD rows back are in cache by now: ask for
+        // the text they point to (a long string lives on the heap).
+        if let Some((row, _)) = self.get(n + AHEAD / 2) {
+            for value in row {
+                if let Value::Str(s) = value {
+                    prefetch(s.as_ptr());
+                }
+            }
+        }
     }
 
     /// The rows, in order.
-    pub fn into_vec(mut self) -> Vec<(Row, isize)> {
+    pub fn into_vec(self) -> Vec<(Row, isize)> {
         if self.order.is_none() {
             return self.rows;
         }
         let mut out = Vec::with_capacity(self.len());
-        for n in 0..self.len() {
-            self.prefetch(n);
-            out.push(self.take(n));
-        }
+        out.extend(self.drain());
         out
+    }
+
+    /// The rows, in order, one at a time (each moved out as it is read).
+    pub fn drain(self) -> Drain {
+        Drain { run: self, next: 0 }
+    }
+}
+
+/// A [`SortedRun`]'s rows in order: see [`SortedRun::drain`].
+pub struct Drain {
+    run: SortedRun,
+    next: usize,
+}
+
+impl Iterator for Drain {
+    type Item = (Row, isize);
+
+    fn next(&mut self) -> Option<(Row, isize)> {
+        let n = self.next;
+        self.run.at(n)?;
+        self.run.prefetch(n);
+        self.next += 1;
+        Some(self.run.take(n))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.run.len() - self.next;
+        (left, Some(left))
     }
 }
 

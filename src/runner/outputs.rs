@@ -127,21 +127,35 @@ pub fn sink_outputs<'s, P>(
         });
 }
 
-/// Collects the output changes: per output (plan order), `(row, diff)`
-/// pairs, unsorted and unconsolidated. With `gather: None`, each worker
-/// keeps the changes made on it; with `Some(n)`, they go to workers
+/// What takes the output changes that land on a worker, as they arrive.
+pub trait Collect: 'static {
+    /// Takes a change of output `output` (its index in the plan).
+    fn collect(&mut self, output: usize, row: Row, diff: isize);
+}
+
+/// Per output (plan order), its `(row, diff)` changes, unsorted and
+/// unconsolidated.
+impl Collect for Vec<OutputRows> {
+    fn collect(&mut self, output: usize, row: Row, diff: isize) {
+        self[output].push((row, diff));
+    }
+}
+
+/// Collects the output changes into `into`. With `gather: None`, each
+/// worker keeps the changes made on it; with `Some(n)`, they go to workers
 /// `0..n` by the row's hash (the first process' workers of a cluster run,
 /// which then hold every change; the others' collections stay empty).
-pub fn collect_outputs(
+pub fn collect_outputs<C: Collect>(
     outputs: Vec<Rows<'_>>,
     gather: Option<usize>,
-) -> Rc<RefCell<Vec<OutputRows>>> {
-    let collected = Rc::new(RefCell::new(vec![Vec::new(); outputs.len()]));
+    into: C,
+) -> Rc<RefCell<C>> {
+    let collected = Rc::new(RefCell::new(into));
     let into = collected.clone();
     let keep = move |changes: &mut Vec<OutputChange>, _: &MutableAntichain<Time>| {
         let mut into = into.borrow_mut();
         for ((output, row), _time, diff) in changes.drain(..) {
-            into[output].push((row, diff));
+            into.collect(output, row, diff);
         }
     };
     match gather {

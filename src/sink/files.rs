@@ -60,28 +60,47 @@ pub fn check_target(dir: &Path, overwrite: bool) -> Result<(), SinkError> {
     Ok(())
 }
 
+/// An output in memory, sorted, as [`commit`] takes it: in chunks.
+pub fn in_chunks(
+    rows: &[(Row, isize)],
+) -> impl Iterator<Item = Result<&[(Row, isize)], SinkError>> + '_ {
+    rows.chunks(CHUNK_ROWS).map(Ok)
+}
+
 /// Writes every output to `dir/NAME.csv` and then `dir/_SUCCESS`, atomically
-/// as described in the module docs. `outputs` holds per output its schema
-/// and its rows sorted, with their (positive) multiplicities.
-pub fn commit(dir: &Path, outputs: &[(OutputSchema, Vec<(Row, isize)>)]) -> Result<(), SinkError> {
+/// as described in the module docs; returns each output's rows written
+/// (with their multiplicities). `outputs` holds per output its schema and
+/// its rows sorted, with their (positive) multiplicities, in chunks (of
+/// about [`CHUNK_ROWS`]: a chunk is what one thread formats at a time);
+/// a chunk that is an error stops the commit with it, writing nothing.
+pub fn commit<'a, I, C, E>(
+    dir: &Path,
+    outputs: impl IntoIterator<Item = (&'a OutputSchema, I)>,
+) -> Result<Vec<u64>, E>
+where
+    I: Iterator<Item = Result<C, E>>,
+    C: AsRef<[(Row, isize)]> + Send,
+    E: From<SinkError>,
+{
     let created = !dir.exists();
     fs::create_dir_all(dir).map_err(io(dir))?;
     let success = dir.join("_SUCCESS");
     match fs::remove_file(&success) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&success)(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&success)(e).into()),
         _ => {}
     }
     let mut written = Vec::new();
+    let mut rows = Vec::new();
     let result = (|| {
-        for (schema, rows) in outputs {
+        for (schema, chunks) in outputs {
             let tmp = dir.join(format!(".{}.csv.tmp", schema.name));
-            written.push(tmp.clone());
-            write_csv(&tmp, schema, rows)?;
+            written.push((tmp.clone(), dir.join(format!("{}.csv", schema.name))));
+            rows.push(write_csv(&tmp, schema, chunks)?);
         }
         Ok(())
     })();
     if let Err(e) = result {
-        for tmp in &written {
+        for (tmp, _) in &written {
             let _ = fs::remove_file(tmp);
         }
         // A directory this commit made goes too, so a retry finds the
@@ -91,31 +110,44 @@ pub fn commit(dir: &Path, outputs: &[(OutputSchema, Vec<(Row, isize)>)]) -> Resu
         }
         return Err(e);
     }
-    for ((schema, _), tmp) in outputs.iter().zip(&written) {
-        let target = dir.join(format!("{}.csv", schema.name));
-        fs::rename(tmp, &target).map_err(io(&target))?;
+    for (tmp, target) in &written {
+        fs::rename(tmp, target).map_err(io(target))?;
     }
     let tmp = dir.join("._SUCCESS.tmp");
     File::create(&tmp)
         .and_then(|f| f.sync_all())
         .map_err(io(&tmp))?;
     fs::rename(&tmp, &success).map_err(io(&success))?;
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(rows)
 }
 
 /// Rows turned into text at a time by one formatting thread.
-const CHUNK_ROWS: usize = 1 << 15;
+pub const CHUNK_ROWS: usize = 1 << 15;
 
-/// Formatting threads beside the one writing, at most: formatting a 10M-row
-/// output is a second or more of CPU, the write a copy into the page cache.
+/// Formatting threads, at most: formatting a 10M-row output is a second or
+/// more of CPU, the write a copy into the page cache.
 const MAX_FORMATTERS: usize = 3;
 
-/// Writes the header and `rows` to `path` and syncs it. Chunks of rows are
-/// formatted on several threads, round-robin, and written in order by this
-/// one; each formatter is at most two chunks ahead, so memory stays a few
-/// chunks of text whatever the output's size. The disk writes the file as
-/// it grows ([`Writeback`]), so the sync waits only for the end of it.
-fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Result<(), SinkError> {
+/// Chunks handed to each formatter ahead of the one being written.
+const AHEAD_PER_FORMATTER: usize = 2;
+
+/// Writes the header and the rows of `chunks` to `path`, syncs it, and
+/// returns the rows written. Chunks are formatted on several threads,
+/// round-robin, and written in order by this one, which takes them from
+/// `chunks` (a merge, maybe) as the formatters need them; each formatter
+/// is at most [`AHEAD_PER_FORMATTER`] chunks ahead, so memory stays a few
+/// chunks whatever the output's size. The disk writes the file as it grows
+/// ([`Writeback`]), so the sync waits only for the end of it.
+fn write_csv<C, E>(
+    path: &Path,
+    schema: &OutputSchema,
+    chunks: impl Iterator<Item = Result<C, E>>,
+) -> Result<u64, E>
+where
+    C: AsRef<[(Row, isize)]> + Send,
+    E: From<SinkError>,
+{
     use std::io::Write;
     let csv_err = |e: csv::Error| io(path)(std::io::Error::other(e));
     // Buffered for a line written many times; a chunk's text is larger
@@ -128,42 +160,63 @@ fn write_csv(path: &Path, schema: &OutputSchema, rows: &[(Row, isize)]) -> Resul
         .into_inner()
         .map_err(|e| csv_err(e.into_error().into()))?;
     file.write_all(&header).map_err(io(path))?;
-    let chunks: Vec<&[(Row, isize)]> = rows.chunks(CHUNK_ROWS).collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let lanes = cores.min(MAX_FORMATTERS + 1).min(chunks.len()).max(1);
+    let lanes = cores.clamp(1, MAX_FORMATTERS);
+    let mut lines = 0u64;
     std::thread::scope(|s| {
-        let formatted: Vec<_> = (1..lanes)
-            .map(|lane| {
-                let (tx, rx) = std::sync::mpsc::sync_channel(2);
-                let chunks = &chunks;
+        let formatters: Vec<_> = (0..lanes)
+            .map(|_| {
+                let (to, chunks) = std::sync::mpsc::sync_channel::<C>(AHEAD_PER_FORMATTER);
+                let (tx, texts) = std::sync::mpsc::sync_channel(AHEAD_PER_FORMATTER);
                 s.spawn(move || {
-                    for chunk in chunks.iter().skip(lane).step_by(lanes) {
+                    for chunk in chunks {
                         // A send fails only when the writer stopped on an error.
-                        if tx.send(format_rows(chunk)).is_err() {
+                        if tx.send(format_rows(chunk.as_ref())).is_err() {
                             return;
                         }
                     }
                 });
-                rx
+                (to, texts)
             })
             .collect();
-        for (c, chunk) in chunks.iter().enumerate() {
-            let text = match c % lanes {
-                0 => format_rows(chunk),
-                lane => formatted[lane - 1]
-                    .recv()
-                    .expect("a formatter sends every chunk of its lane"),
+        // Lanes of the chunks handed out and not yet written, in order:
+        // never more than a formatter's channels hold, so no send blocks.
+        let mut in_flight = std::collections::VecDeque::new();
+        let mut chunks = chunks.fuse();
+        let mut lane = 0;
+        loop {
+            while in_flight.len() < lanes * AHEAD_PER_FORMATTER {
+                let Some(chunk) = chunks.next() else { break };
+                let chunk = chunk?;
+                lines += chunk
+                    .as_ref()
+                    .iter()
+                    .map(|(_, n)| (*n).max(0) as u64)
+                    .sum::<u64>();
+                formatters[lane]
+                    .0
+                    .send(chunk)
+                    .expect("a formatter runs until its chunks end");
+                in_flight.push_back(lane);
+                lane = (lane + 1) % lanes;
+            }
+            let Some(from) = in_flight.pop_front() else {
+                return Ok::<_, E>(());
             };
+            let text = formatters[from]
+                .1
+                .recv()
+                .expect("a formatter sends every chunk of its lane");
             for (piece, times) in text.map_err(csv_err)? {
                 for _ in 0..times {
                     file.write_all(&piece).map_err(io(path))?;
                 }
             }
         }
-        Ok::<_, SinkError>(())
     })?;
     let file = file.into_inner().map_err(|e| io(path)(e.into_error()))?;
-    file.into_inner().sync_all().map_err(io(path))
+    file.into_inner().sync_all().map_err(io(path))?;
+    Ok(lines)
 }
 
 /// A chunk's CSV text: pieces, each to be written as many times as it
@@ -242,6 +295,13 @@ mod tests {
         }
     }
 
+    fn commit_rows(
+        dir: &Path,
+        outputs: &[(OutputSchema, Vec<(Row, isize)>)],
+    ) -> Result<Vec<u64>, SinkError> {
+        commit(dir, outputs.iter().map(|(s, rows)| (s, in_chunks(rows))))
+    }
+
     #[test]
     fn commit_writes_outputs_then_success() {
         let dir = tempfile::tempdir().unwrap();
@@ -250,7 +310,8 @@ mod tests {
             (vec![Value::str("a,b"), Value::Int(1)], 2),
             (vec![Value::Null, Value::float(2.0)], 1),
         ];
-        commit(&out, &[(schema("counts"), rows)]).unwrap();
+        let written = commit_rows(&out, &[(schema("counts"), rows)]).unwrap();
+        assert_eq!(written, [3]);
         let text = fs::read_to_string(out.join("counts.csv")).unwrap();
         assert_eq!(text, "k,n\n\"a,b\",1\n\"a,b\",1\n,2.0\n");
         assert!(out.join("_SUCCESS").exists());
@@ -276,7 +337,7 @@ mod tests {
         let rows: Vec<(Row, isize)> = (0..n)
             .map(|i| (vec![Value::Int(i), Value::str(&format!("s{i}"))], count(i)))
             .collect();
-        commit(&out, &[(schema("many"), rows)]).unwrap();
+        commit_rows(&out, &[(schema("many"), rows)]).unwrap();
         let mut expected = String::from("k,n\n");
         for i in 0..n {
             for _ in 0..count(i) {
@@ -285,6 +346,29 @@ mod tests {
         }
         let text = fs::read_to_string(out.join("many.csv")).unwrap();
         assert!(text == expected, "the file differs from the rows in order");
+    }
+
+    /// Rows that fail while they are written (a merge's error) stop the
+    /// commit: no output file, no `_SUCCESS`, no directory it made.
+    #[test]
+    fn an_error_among_the_chunks_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let first: Vec<(Row, isize)> = vec![(vec![Value::Int(1)], 1)];
+        let failed = SinkError::Io {
+            path: "merge".into(),
+            cause: std::io::Error::other("the merge failed"),
+        };
+        let chunks = vec![Ok(first.clone()), Ok(first), Err(failed)];
+        let good: Vec<(Row, isize)> = vec![(vec![Value::Int(2)], 1)];
+        let (good_schema, bad_schema) = (schema("good"), schema("bad"));
+        let outputs = vec![
+            (&good_schema, vec![Ok(good)].into_iter()),
+            (&bad_schema, chunks.into_iter()),
+        ];
+        let err = commit(&out, outputs);
+        assert!(err.unwrap_err().to_string().contains("the merge failed"));
+        assert!(!out.exists(), "the directory the commit made is gone");
     }
 
     #[test]
