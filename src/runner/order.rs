@@ -158,15 +158,6 @@ impl SortedRun {
         if let Some((row, _)) = self.get(n + AHEAD) {
             prefetch(row.as_ptr());
         }
-        // Values asked for AHEAD rows back are in cache by now: ask for
-        // the text they point to (a long string lives on the heap).
-        if let Some((row, _)) = self.get(n + AHEAD / 2) {
-            for value in row {
-                if let Value::Str(s) = value {
-                    prefetch(s.as_ptr());
-                }
-            }
-        }
     }
 
     /// The rows, in order.
