@@ -260,6 +260,28 @@ fn outputs_are_byte_identical_for_any_worker_count_and_match_a_reference() {
     assert_eq!(outputs[0], expected);
 }
 
+/// Output rows that cannot be sorted on disk fail the run, naming the
+/// directory of the temporary files, and commit nothing. (/proc takes no
+/// new files, even from root.)
+#[test]
+fn a_spill_that_cannot_be_written_fails_the_run_and_commits_nothing() {
+    let d = Dir::new();
+    let input = d.write("in.csv", "k\na\nb\nc\na\n");
+    let arg = format!("input={input}");
+    let out = "/proc/kappa-spill-test-out";
+    let args = ["run", "count-by", "-i", &arg, "-p", "key=k", "-o", out];
+    let err = fails(&[&args[..], &["--sort-memory", "1"]].concat());
+    assert!(
+        err.contains("cannot sort output rows in temporary files in /proc"),
+        "{err}"
+    );
+    assert!(!Path::new(out).exists());
+    // With the default sort memory nothing spills, and the same run only
+    // fails where it commits.
+    let err = fails(&args);
+    assert!(!err.contains("temporary files"), "{err}");
+}
+
 #[test]
 fn bad_rows_fail_with_their_location_and_leave_nothing() {
     let d = Dir::new();

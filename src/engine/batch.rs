@@ -212,7 +212,9 @@ impl Batch {
         let mut outputs = Vec::new();
         for (schema, sorted) in schemas.into_iter().zip(sorted) {
             let rows = sorted.into_rows(&schema.name)?;
-            report.rows_out.push((schema.name.clone(), lines(&rows)));
+            report
+                .rows_out
+                .push((schema.name.clone(), files::line_count(&rows)));
             outputs.push((schema, rows));
         }
         report.elapsed = started.elapsed();
@@ -382,11 +384,6 @@ impl BatchOutput {
             .find(|(schema, _)| schema.name == name)
             .map(|(_, rows)| rows.as_slice())
     }
-}
-
-/// An output's lines: its rows, each as many times as its multiplicity.
-fn lines(rows: &[(Row, isize)]) -> u64 {
-    rows.iter().map(|(_, n)| (*n).max(0) as u64).sum()
 }
 
 /// `dir`, or the nearest directory above it that exists (where a run that

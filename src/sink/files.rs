@@ -60,6 +60,12 @@ pub fn check_target(dir: &Path, overwrite: bool) -> Result<(), SinkError> {
     Ok(())
 }
 
+/// The lines `rows` make in an output file: each row as many times as its
+/// multiplicity.
+pub fn line_count(rows: &[(Row, isize)]) -> u64 {
+    rows.iter().map(|(_, n)| (*n).max(0) as u64).sum()
+}
+
 /// An output in memory, sorted, as [`commit`] takes it: in chunks.
 pub fn in_chunks(
     rows: &[(Row, isize)],
@@ -188,11 +194,7 @@ where
             while in_flight.len() < lanes * AHEAD_PER_FORMATTER {
                 let Some(chunk) = chunks.next() else { break };
                 let chunk = chunk?;
-                lines += chunk
-                    .as_ref()
-                    .iter()
-                    .map(|(_, n)| (*n).max(0) as u64)
-                    .sum::<u64>();
+                lines += line_count(chunk.as_ref());
                 formatters[lane]
                     .0
                     .send(chunk)
