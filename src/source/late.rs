@@ -97,6 +97,19 @@ impl LateFilter {
         self.dropped
     }
 
+    /// The watermark and drop count: all the filter's decisions depend on
+    /// (what a checkpoint keeps of it).
+    pub fn state(&self) -> (Option<i64>, u64) {
+        (self.watermark, self.dropped)
+    }
+
+    /// Goes on from a [`LateFilter::state`] taken earlier on the same
+    /// partition, as if it had read everything before.
+    pub fn restore(&mut self, (watermark, dropped): (Option<i64>, u64)) {
+        self.watermark = watermark;
+        self.dropped = dropped;
+    }
+
     /// The lowest time an event read from now on can have and be admitted
     /// (`None` before the first timed event: anything goes).
     pub fn low_watermark(&self) -> Option<i64> {

@@ -23,6 +23,7 @@ mod lines;
 pub mod records;
 pub mod sample;
 pub mod split;
+pub mod state;
 pub mod topic;
 
 #[cfg(test)]

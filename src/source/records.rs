@@ -36,6 +36,9 @@ pub trait RecordLog: Send + Sync + fmt::Debug {
     fn partitions(&self) -> u32;
     /// A reader of `partition` from its earliest retained offset.
     fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError>;
+    /// A reader of `partition` from `offset`, or from the earliest retained
+    /// offset if that is later (its position then says so).
+    fn open_at(&self, partition: u32, offset: u64) -> Result<Box<dyn RecordReader>, SourceError>;
     /// Where `partition` starts and ends now. Decisions rest on it (a
     /// replay's retention check, a resume's lost-data check), so a remote log
     /// waits for the answer as long as it waits to connect.
@@ -97,6 +100,21 @@ impl LogTopic {
         })
     }
 
+    fn open_from(
+        &self,
+        partition: u32,
+        start: Start,
+    ) -> Result<Box<dyn RecordReader>, SourceError> {
+        let reader = self
+            .log
+            .reader(&self.topic, partition, start)
+            .map_err(|e| self.error(e))?;
+        Ok(Box::new(LogReader {
+            reader,
+            topic: self.topic.clone(),
+        }))
+    }
+
     fn error(&self, cause: crate::log::LogError) -> SourceError {
         SourceError::Log {
             topic: self.topic.clone(),
@@ -115,14 +133,12 @@ impl RecordLog for LogTopic {
     }
 
     fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError> {
-        let reader = self
-            .log
-            .reader(&self.topic, partition, Start::Earliest)
-            .map_err(|e| self.error(e))?;
-        Ok(Box::new(LogReader {
-            reader,
-            topic: self.topic.clone(),
-        }))
+        self.open_from(partition, Start::Earliest)
+    }
+
+    fn open_at(&self, partition: u32, offset: u64) -> Result<Box<dyn RecordReader>, SourceError> {
+        let earliest = self.bounds(partition)?.earliest;
+        self.open_from(partition, Start::Offset(offset.max(earliest)))
     }
 
     fn bounds(&self, partition: u32) -> Result<Bounds, SourceError> {

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use super::late::LateFilter;
 use super::records::{LogTopic, RecordLog, RecordReader};
+use super::state::{Capture, PartitionState, StateDelta};
 use super::{BadRowPolicy, BadRows, Place, ReadOptions, RowLocation, SourceError};
 use crate::format::{csv_reader, csv_width};
 use crate::log::rows::{self, RowFormat, borrowed_csv_fields, decode_fields, typed};
@@ -114,6 +115,9 @@ struct PartitionRows {
     /// looks at the row (an input combiner counting it) hands it back, so
     /// reading allocates no row per record.
     scratch: Row,
+    /// What the records read change in the partition's state, when a
+    /// checkpoint wants it ([`PartitionSource::capture`]).
+    capture: Option<Capture>,
 }
 
 impl PartitionSource {
@@ -124,6 +128,29 @@ impl PartitionSource {
         projection: Projection,
     ) -> Result<PartitionSource, SourceError> {
         let reader = input.log.open(partition)?;
+        Ok(PartitionSource::with_reader(input, partition, projection, reader))
+    }
+
+    /// Opens `partition` of `input` at `offset` (or at its earliest retained
+    /// offset, if retention deleted more: [`PartitionSource::position`]
+    /// tells), to go on from the state that the records before it made
+    /// ([`PartitionSource::restore`]).
+    pub fn open_at(
+        input: &TopicInput,
+        partition: u32,
+        projection: Projection,
+        offset: u64,
+    ) -> Result<PartitionSource, SourceError> {
+        let reader = input.log.open_at(partition, offset)?;
+        Ok(PartitionSource::with_reader(input, partition, projection, reader))
+    }
+
+    fn with_reader(
+        input: &TopicInput,
+        partition: u32,
+        projection: Projection,
+        reader: Box<dyn RecordReader>,
+    ) -> PartitionSource {
         // Changelogs are tables, not placed in time: never filtered as late.
         let late = match (projection.late, input.compacted) {
             (Some(rule), false) => Some(LateFilter::new(
@@ -132,7 +159,7 @@ impl PartitionSource {
             )),
             _ => None,
         };
-        Ok(PartitionSource {
+        PartitionSource {
             reader,
             rows: PartitionRows {
                 input: input.clone(),
@@ -141,8 +168,34 @@ impl PartitionSource {
                 projection,
                 current: HashMap::new(),
                 scratch: Row::new(),
+                capture: None,
             },
-        })
+        }
+    }
+
+    /// From now on, keeps what the records read change in the partition's
+    /// state, for [`PartitionSource::take_delta`].
+    pub fn capture(&mut self) {
+        self.rows.capture.get_or_insert_with(Capture::default);
+    }
+
+    /// What the records read since the last take changed in the
+    /// partition's state (`None`: nothing, or not capturing).
+    pub fn take_delta(&mut self) -> Option<StateDelta> {
+        let rows = &mut self.rows;
+        let late = rows.late.as_ref().map(LateFilter::state);
+        let delta = rows.capture.as_mut()?.take(&rows.current, late);
+        (!delta.is_empty()).then_some(delta)
+    }
+
+    /// Goes on from `state`, what the records before this source's
+    /// position made: the changelog's rows by key and the late filter's
+    /// watermark. (The rows themselves are the caller's to insert.)
+    pub fn restore(&mut self, state: &PartitionState) {
+        self.rows.current = state.keys.clone();
+        if let (Some(filter), Some(late)) = (self.rows.late.as_mut(), state.late) {
+            filter.restore(late);
+        }
     }
 
     /// The offset and fingerprint of the last record consumed.
@@ -254,6 +307,9 @@ impl PartitionRows {
                 ));
             };
             if let Some(mut old) = self.current.remove(key) {
+                if let Some(c) = self.capture.as_mut() {
+                    c.keys.insert(key.to_vec());
+                }
                 emit(&mut old, -1);
             }
             return Ok(());
@@ -278,13 +334,30 @@ impl PartitionRows {
     ) {
         match keyed {
             Some(key) => {
+                if let Some(c) = self.capture.as_mut() {
+                    c.keys.insert(key.to_vec());
+                }
                 if let Some(mut old) = self.current.insert(key.to_vec(), row.clone()) {
                     emit(&mut old, -1);
                 }
                 emit(row, 1);
             }
             None => {
-                if self.late.as_mut().is_none_or(|f| f.admit(row)) {
+                let admitted = match self.late.as_mut() {
+                    Some(f) => {
+                        let before = f.state();
+                        let admitted = f.admit(row);
+                        if let Some(c) = self.capture.as_mut() {
+                            c.late_moved |= f.state() != before;
+                        }
+                        admitted
+                    }
+                    None => true,
+                };
+                if admitted {
+                    if let Some(c) = self.capture.as_mut() {
+                        c.rows.push((row.clone(), 1));
+                    }
                     emit(row, 1);
                 }
             }

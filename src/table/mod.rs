@@ -40,6 +40,7 @@ pub mod outbox;
 mod owner;
 pub mod postgres;
 pub mod sqlite;
+pub mod state;
 mod store;
 
 #[cfg(test)]
@@ -56,6 +57,7 @@ pub use outbox::{SinkMessage, SinkSpec};
 pub use owner::{DeploymentLock, Lease, this_process};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use state::{StatePiece, StateSummary, StateWrite, StoredState};
 pub use store::TableStore;
 
 /// The default store: a SQLite file, relative to the working directory.

@@ -17,7 +17,7 @@ use crate::value::Row;
 use super::diff::{TableDiff, diff_rows};
 use super::{
     Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
-    SinkMessage, SinkSpec, TableError, TablePage,
+    SinkMessage, SinkSpec, StateSummary, StateWrite, StoredState, TableError, TablePage,
 };
 
 /// The output tables of deployments, with their catalog: see the module docs
@@ -109,17 +109,32 @@ pub trait TableStore: Send + std::fmt::Debug {
 
     /// The exactly-once commit: in one transaction, applies `changes` (one
     /// consolidated list per output, in the deployment's output order), sets
-    /// the offsets, stores the figures, and writes each changelog sink's
-    /// messages into the outbox. `StateConflict` (nothing written) when the
+    /// the offsets, stores the figures, writes each changelog sink's
+    /// messages into the outbox, and writes `state` (see
+    /// [`crate::table::state`]). `StateConflict` (nothing written) when the
     /// deployment is retired or dropped, `Fenced` when another process took
     /// it over, `RetractMissing` when a retraction finds no such row.
     ///
     /// A store may write a large epoch of a building deployment that was
     /// never live in several transactions, provided that until the last
-    /// one (which sets the offsets) no swap and no read sees it, and that
-    /// the next [`TableStore::take_over`] empties such a deployment to be
-    /// replayed from the start (SQLite does, for a single write lock's
-    /// sake; see `table::sqlite`'s `epoch.rs`).
+    /// one (which sets the offsets and the state) no swap and no read sees
+    /// it, and that the next [`TableStore::take_over`] empties such a
+    /// deployment (its state included) to be replayed from the start
+    /// (SQLite does, for a single write lock's sake; see
+    /// `table::sqlite`'s `epoch.rs`).
+    #[allow(clippy::too_many_arguments)]
+    fn commit_epoch_with_state(
+        &mut self,
+        lease: &Lease,
+        changes: &[Vec<(Row, isize)>],
+        offsets: &[InputOffset],
+        stats: &EpochStats,
+        sinks: &[SinkSpec],
+        state: &StateWrite<'_>,
+    ) -> Result<(), TableError>;
+
+    /// [`TableStore::commit_epoch_with_state`] by a run that keeps no
+    /// state: any stored state is removed with the commit.
     fn commit_epoch_with_sinks(
         &mut self,
         lease: &Lease,
@@ -127,7 +142,21 @@ pub trait TableStore: Send + std::fmt::Debug {
         offsets: &[InputOffset],
         stats: &EpochStats,
         sinks: &[SinkSpec],
-    ) -> Result<(), TableError>;
+    ) -> Result<(), TableError> {
+        self.commit_epoch_with_state(lease, changes, offsets, stats, sinks, &StateWrite::Clear)
+    }
+
+    /// Writes state outside an epoch's commit (a merge, or the state a
+    /// replay rebuilt), checked against the owner's lease.
+    fn write_state(&mut self, lease: &Lease, state: &StateWrite<'_>) -> Result<(), TableError>;
+
+    /// The deployment's stored state, its pieces checked against their
+    /// checksums; `None` when it keeps none.
+    fn load_state(&self, id: i64) -> Result<Option<StoredState>, TableError>;
+
+    /// How much state the deployment keeps, and since when; `None` when it
+    /// keeps none.
+    fn state_summary(&self, id: i64) -> Result<Option<StateSummary>, TableError>;
 
     /// [`TableStore::commit_epoch_with_sinks`] without sinks.
     fn commit_epoch(

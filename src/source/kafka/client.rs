@@ -123,8 +123,12 @@ impl RecordLog for KafkaTopic {
     }
 
     fn open(&self, partition: u32) -> Result<Box<dyn RecordReader>, SourceError> {
+        self.open_at(partition, 0)
+    }
+
+    fn open_at(&self, partition: u32, offset: u64) -> Result<Box<dyn RecordReader>, SourceError> {
         let bounds = self.watermarks(partition, CONNECT_TIMEOUT)?;
-        let start = bounds.earliest;
+        let start = bounds.earliest.max(offset);
         let consumer = consumer(&self.url, &self.settings, "reader")?;
         let mut assignment = TopicPartitionList::new();
         assignment

@@ -42,18 +42,32 @@ pub(super) struct Writer {
     kinds: Vec<Vec<Kind>>,
 }
 
+/// What one epoch's commit writes (see [`crate::table::TableStore::commit_epoch_with_state`]).
+#[derive(Clone, Copy)]
+pub(super) struct EpochWrite<'a> {
+    pub changes: &'a [Vec<(Row, isize)>],
+    pub offsets: &'a [InputOffset],
+    pub stats: &'a EpochStats,
+    pub sinks: &'a [SinkSpec],
+    pub state: &'a crate::table::StateWrite<'a>,
+}
+
 impl PgStore {
     /// One attempt at the commit; `before` gets the deployment's epoch count
     /// as this transaction saw it, for [`landed`].
     pub(super) fn commit_in(
         &mut self,
         lease: &Lease,
-        changes: &[Vec<(Row, isize)>],
-        offsets: &[InputOffset],
-        stats: &EpochStats,
-        sinks: &[SinkSpec],
+        epoch: &EpochWrite<'_>,
         before: &std::cell::Cell<Option<i64>>,
     ) -> Result<(), TableError> {
+        let EpochWrite {
+            changes,
+            offsets,
+            stats,
+            sinks,
+            state: state_write,
+        } = *epoch;
         before.set(None);
         let id = lease.deployment;
         let schema = self.schema();
@@ -92,6 +106,7 @@ impl PgStore {
             }
             write_offsets(&mut tx, id, offsets)?;
             write_stats(&mut tx, id, stats, true)?;
+            super::state::write(&mut tx, id, state_write)?;
             tx.commit()?;
             Ok(())
         })();

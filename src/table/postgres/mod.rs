@@ -49,6 +49,7 @@ mod catalog;
 mod epoch;
 mod lock;
 mod rows;
+mod state;
 mod swap;
 mod test_database;
 mod values;
@@ -66,7 +67,8 @@ use postgres::{Client, Config};
 use super::addr::TlsMode;
 use super::{
     Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
-    PgAddr, SinkMessage, SinkSpec, TableError, TablePage, TableStore, ident,
+    PgAddr, SinkMessage, SinkSpec, StateSummary, StateWrite, StoredState, TableError, TablePage,
+    TableStore, ident,
 };
 use crate::value::Row;
 
@@ -140,6 +142,18 @@ CREATE TABLE IF NOT EXISTS kappa.outbox (
     key text NOT NULL,
     value text,
     PRIMARY KEY (deployment, sink, seq)
+);
+ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS state_digest text;
+ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS state_merged_at bigint;
+ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS state_written_at bigint;
+CREATE TABLE IF NOT EXISTS kappa.state (
+    deployment bigint NOT NULL REFERENCES kappa.deployments (id),
+    seq bigint NOT NULL,
+    input text NOT NULL,
+    partition bigint NOT NULL,
+    crc bigint NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (deployment, seq)
 );
 ";
 
@@ -645,20 +659,50 @@ impl TableStore for PgStore {
         })
     }
 
-    fn commit_epoch_with_sinks(
+    fn commit_epoch_with_state(
         &mut self,
         lease: &Lease,
         changes: &[Vec<(Row, isize)>],
         offsets: &[InputOffset],
         stats: &EpochStats,
         sinks: &[SinkSpec],
+        state: &StateWrite<'_>,
     ) -> Result<(), TableError> {
         let before = std::cell::Cell::new(None);
+        let epoch = epoch::EpochWrite {
+            changes,
+            offsets,
+            stats,
+            sinks,
+            state,
+        };
         self.retrying(
             true,
-            |s| s.commit_in(lease, changes, offsets, stats, sinks, &before),
+            |s| s.commit_in(lease, &epoch, &before),
             |s| epoch::landed(s.client.get_mut(), lease, before.get()),
         )
+    }
+
+    fn write_state(&mut self, lease: &Lease, state: &StateWrite<'_>) -> Result<(), TableError> {
+        self.retrying(
+            true,
+            |s| {
+                let mut tx = catalog::begin(s.client.get_mut(), false)?;
+                catalog::require_lease(&mut tx, lease, true)?;
+                state::write(&mut tx, lease.deployment, state)?;
+                tx.commit()?;
+                Ok(())
+            },
+            |_| Ok(None),
+        )
+    }
+
+    fn load_state(&self, id: i64) -> Result<Option<StoredState>, TableError> {
+        self.read(|c| state::load(c, id))
+    }
+
+    fn state_summary(&self, id: i64) -> Result<Option<StateSummary>, TableError> {
+        self.read(|c| state::summary(c, id))
     }
 
     fn swap(&mut self, id: i64) -> Result<Vec<i64>, TableError> {

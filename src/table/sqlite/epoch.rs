@@ -67,7 +67,7 @@ use super::ident::{quote, table_name};
 use super::outbox;
 use super::owner::require_lease;
 use super::swap::{self, Layout};
-use super::{InputOffset, SinkSpec};
+use super::{InputOffset, SinkSpec, StateWrite};
 use super::{SqliteStore, TableError};
 
 /// The statements that apply changes to one version table. Parameters
@@ -261,13 +261,15 @@ impl ExactSql {
 impl SqliteStore {
     /// The exactly-once commit (see the module docs), writing in the same transaction the
     /// messages of each changelog sink into the outbox (see [`super::outbox`]).
-    pub(super) fn commit_epoch_with_sinks(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_epoch_with_state(
         &mut self,
         lease: &Lease,
         changes: &[Vec<(Row, isize)>],
         offsets: &[InputOffset],
         stats: &EpochStats,
         sinks: &[SinkSpec],
+        state: &StateWrite<'_>,
     ) -> Result<(), TableError> {
         let id = lease.deployment;
         let writers = self.writers_for(id)?;
@@ -306,6 +308,7 @@ impl SqliteStore {
         }
         write_offsets(&tx, id, offsets)?;
         write_stats(&tx, id, stats, true)?;
+        super::state::write(&tx, id, state)?;
         if in_pieces {
             set_half_written(&tx, id, false)?;
         }
@@ -530,6 +533,7 @@ pub(super) fn reset_half_written(conn: &Connection, id: i64) -> Result<bool, Tab
         swap::create_table(conn, &table, o)?;
     }
     conn.execute("DELETE FROM kappa_offsets WHERE deployment = ?1", [id])?;
+    super::state::write(conn, id, &StateWrite::Clear)?;
     conn.execute(
         "UPDATE kappa_deployments SET records_applied = 0, bad_rows = 0, epochs = 0, \
          last_epoch_at = NULL, last_epoch_ms = NULL, records_per_sec = NULL, lag = '[]', \

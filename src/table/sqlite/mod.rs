@@ -20,8 +20,9 @@
 //! # Catalog (tables prefixed `kappa_`; times are unix ms)
 //! | table | columns | what |
 //! |---|---|---|
-//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 5 (older catalogs are migrated on open) |
-//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host), `half_written` (1 while a large epoch of a never-live building version is written in pieces, see `epoch.rs`) | one row per deployment, kept after a drop |
+//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 6 (older catalogs are migrated on open) |
+//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host), `half_written` (1 while a large epoch of a never-live building version is written in pieces, see `epoch.rs`), `state_digest` (the plan digest of the checkpointed state, null when none is kept), `state_merged_at`, `state_written_at` | one row per deployment, kept after a drop |
+//! | `kappa_state` | `deployment`, `seq`, `input`, `partition`, `crc`, `bytes`; PK (`deployment`, `seq`) | the checkpointed state's pieces, in writing order ([`crate::table::state`], `state.rs`) |
 //! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
 //! | `kappa_outbox` | `deployment`, `sink`, `seq`, `key`, `value`; PK (`deployment`, `sink`, `seq`) | messages of changelog sinks written with their epoch, deleted once sent ([`crate::table::outbox`]) |
 //! | `kappa_offsets` | `deployment`, `input`, `topic`, `partition`, `next_offset`, `last_offset`, `last_crc`; PK (`deployment`, `input`, `partition`) | the next offset to read: everything below it is applied to the deployment's tables; the last applied record's offset and checksum, so a log that lost or rewrote it is noticed on resume |
@@ -75,6 +76,7 @@ mod epoch;
 mod outbox;
 mod owner;
 mod rows;
+mod state;
 mod swap;
 
 #[cfg(test)]
@@ -97,7 +99,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::{
     Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
-    SinkMessage, SinkSpec, TableError, TablePage, TableStore, deployment, ident, now_ms,
+    SinkMessage, SinkSpec, StateSummary, StateWrite, StoredState, TableError, TablePage,
+    TableStore, deployment, ident, now_ms,
 };
 use crate::fslock::FileLock;
 use crate::value::Row;
@@ -120,7 +123,7 @@ fn poll_busy(tries: i32) -> bool {
 }
 
 /// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "5";
+const SCHEMA_VERSION: &str = "6";
 
 /// The sinks' outbox (schema version 4): in the catalog and its migration.
 macro_rules! outbox_table {
@@ -138,13 +141,31 @@ CREATE TABLE IF NOT EXISTS kappa_outbox (
     };
 }
 
+/// The checkpointed state's pieces (schema version 6), see
+/// [`crate::table::state`].
+macro_rules! state_table {
+    () => {
+        "
+CREATE TABLE IF NOT EXISTS kappa_state (
+    deployment INTEGER NOT NULL REFERENCES kappa_deployments (id),
+    seq INTEGER NOT NULL,
+    input TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    crc INTEGER NOT NULL,
+    bytes BLOB NOT NULL,
+    PRIMARY KEY (deployment, seq)
+);
+"
+    };
+}
+
 const CATALOG: &str = concat!(
     "
 CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '5');
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '6');
 CREATE TABLE IF NOT EXISTS kappa_deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
@@ -168,7 +189,10 @@ CREATE TABLE IF NOT EXISTS kappa_deployments (
     late TEXT NOT NULL DEFAULT '[]',
     generation INTEGER NOT NULL DEFAULT 0,
     owner TEXT,
-    half_written INTEGER NOT NULL DEFAULT 0
+    half_written INTEGER NOT NULL DEFAULT 0,
+    state_digest TEXT,
+    state_merged_at INTEGER,
+    state_written_at INTEGER
 );
 CREATE TABLE IF NOT EXISTS kappa_outputs (
     output TEXT NOT NULL COLLATE NOCASE,
@@ -189,7 +213,8 @@ CREATE TABLE IF NOT EXISTS kappa_offsets (
     PRIMARY KEY (deployment, input, partition)
 );
 ",
-    outbox_table!()
+    outbox_table!(),
+    state_table!()
 );
 
 const MIGRATE_1_TO_2: &str = "
@@ -214,6 +239,13 @@ const MIGRATE_4_TO_5: &str = "
 ALTER TABLE kappa_deployments ADD COLUMN half_written INTEGER NOT NULL DEFAULT 0;
 UPDATE kappa_meta SET value = '5' WHERE key = 'schema_version';
 ";
+const MIGRATE_5_TO_6: &str = concat!(
+    state_table!(),
+    "ALTER TABLE kappa_deployments ADD COLUMN state_digest TEXT;
+ALTER TABLE kappa_deployments ADD COLUMN state_merged_at INTEGER;
+ALTER TABLE kappa_deployments ADD COLUMN state_written_at INTEGER;
+UPDATE kappa_meta SET value = '6' WHERE key = 'schema_version';"
+);
 
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
 /// per thread or process.
@@ -376,12 +408,13 @@ impl SqliteStore {
         // Version 2 added the late-event counts; version 3 the owner's
         // generation (fencing) and the last applied record of each
         // partition; version 4 the sinks' outbox; version 5 the mark of
-        // an epoch written in pieces.
+        // an epoch written in pieces; version 6 the checkpointed state.
         let migrations = [
             ("1", MIGRATE_1_TO_2),
             ("2", MIGRATE_2_TO_3),
             ("3", MIGRATE_3_TO_4),
             ("4", MIGRATE_4_TO_5),
+            ("5", MIGRATE_5_TO_6),
         ];
         for (from, migration) in migrations {
             if self.schema_version()?.as_deref() == Some(from) {
@@ -505,15 +538,32 @@ impl TableStore for SqliteStore {
         SqliteStore::owner(self, id)
     }
 
-    fn commit_epoch_with_sinks(
+    fn commit_epoch_with_state(
         &mut self,
         lease: &Lease,
         changes: &[Vec<(Row, isize)>],
         offsets: &[InputOffset],
         stats: &EpochStats,
         sinks: &[SinkSpec],
+        state: &StateWrite<'_>,
     ) -> Result<(), TableError> {
-        SqliteStore::commit_epoch_with_sinks(self, lease, changes, offsets, stats, sinks)
+        SqliteStore::commit_epoch_with_state(self, lease, changes, offsets, stats, sinks, state)
+    }
+
+    fn write_state(&mut self, lease: &Lease, state: &StateWrite<'_>) -> Result<(), TableError> {
+        let tx = self.write_txn()?;
+        owner::require_lease(&tx, lease)?;
+        state::write(&tx, lease.deployment, state)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn load_state(&self, id: i64) -> Result<Option<StoredState>, TableError> {
+        state::load(&self.conn, id)
+    }
+
+    fn state_summary(&self, id: i64) -> Result<Option<StateSummary>, TableError> {
+        state::summary(&self.conn, id)
     }
 
     fn swap(&mut self, id: i64) -> Result<Vec<i64>, TableError> {

@@ -1,0 +1,253 @@
+//! What one log partition has made of its input collection: the state a
+//! checkpoint keeps so that a restart need not read the partition again.
+//!
+//! A partition's contribution to its input collection is a function of the
+//! records read from it so far, and so is the little the reader itself must
+//! remember to go on: the current row of each key of a changelog (to retract
+//! it when the key is replaced) and the late-event filter's watermark. A
+//! [`PartitionState`] holds all three; a [`StateDelta`] is what changed
+//! between two points of the partition (each key's row then, the event rows
+//! added, the watermark and drop count then), so that a checkpoint can be
+//! written as the deltas of the commits since the last one and merged.
+//!
+//! Invariants:
+//! - applying, in order, the deltas a reader took since it opened (at the
+//!   start of the partition, or at a restored state) gives exactly the
+//!   state a reader that read everything from the start would hold;
+//! - the rows of a state ([`PartitionState::rows`]) are the partition's
+//!   contribution to its input collection, consolidated: a restart that
+//!   inserts them and reads on from the committed offset feeds the dataflow
+//!   the same collection as a full replay.
+//!
+//! Encoding: bincode with varints (the serde format the spill files and
+//! timely use), checked by the store's checksum of the bytes.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+use crate::value::Row;
+
+/// The changes since the last [`StateDelta`] was taken from a partition, or
+/// a whole state (a delta from nothing).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StateDelta {
+    /// Changelog keys whose row changed: the row now, `None` once retracted.
+    pub keys: Vec<(Vec<u8>, Option<Row>)>,
+    /// Event rows (and keyless records of a changelog), consolidated:
+    /// distinct rows with non-zero differences.
+    pub rows: Vec<(Row, isize)>,
+    /// The late filter's watermark and drop count now (absolute values).
+    pub late: Option<(Option<i64>, u64)>,
+}
+
+impl StateDelta {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.rows.is_empty() && self.late.is_none()
+    }
+
+    /// The bytes a checkpoint stores.
+    pub fn encode(&self) -> Vec<u8> {
+        codec()
+            .serialize(self)
+            .expect("a state delta always encodes")
+    }
+
+    /// Reads what [`StateDelta::encode`] wrote; `Err` names what is wrong.
+    pub fn decode(bytes: &[u8]) -> Result<StateDelta, String> {
+        codec().deserialize(bytes).map_err(|e| e.to_string())
+    }
+}
+
+fn codec() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_varint_encoding()
+        .reject_trailing_bytes()
+}
+
+/// All a partition's records made, as of some offset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PartitionState {
+    /// Changelogs: each key's current row.
+    pub keys: HashMap<Vec<u8>, Row>,
+    /// Event rows, with their multiplicities.
+    pub events: HashMap<Row, isize>,
+    /// The late filter's watermark and drop count, under `drop`.
+    pub late: Option<(Option<i64>, u64)>,
+}
+
+impl PartitionState {
+    /// Applies the next delta.
+    pub fn apply(&mut self, delta: StateDelta) {
+        for (key, row) in delta.keys {
+            match row {
+                Some(row) => self.keys.insert(key, row),
+                None => self.keys.remove(&key),
+            };
+        }
+        for (row, diff) in delta.rows {
+            match self.events.entry(row) {
+                Entry::Occupied(mut e) => {
+                    *e.get_mut() += diff;
+                    if *e.get() == 0 {
+                        e.remove();
+                    }
+                }
+                Entry::Vacant(e) if diff != 0 => {
+                    e.insert(diff);
+                }
+                Entry::Vacant(_) => {}
+            }
+        }
+        if delta.late.is_some() {
+            self.late = delta.late;
+        }
+    }
+
+    /// The whole state as one delta (from nothing), in a fixed order so
+    /// that equal states encode to equal bytes.
+    pub fn to_delta(&self) -> StateDelta {
+        let mut keys: Vec<_> = self
+            .keys
+            .iter()
+            .map(|(k, r)| (k.clone(), Some(r.clone())))
+            .collect();
+        keys.sort();
+        let mut rows: Vec<_> = self.events.iter().map(|(r, n)| (r.clone(), *n)).collect();
+        rows.sort();
+        StateDelta {
+            keys,
+            rows,
+            late: self.late,
+        }
+    }
+
+    /// The partition's contribution to its input collection: every key's
+    /// row once, and the event rows with their multiplicities.
+    pub fn rows(&self) -> impl Iterator<Item = (&Row, isize)> {
+        self.keys
+            .values()
+            .map(|r| (r, 1))
+            .chain(self.events.iter().map(|(r, n)| (r, *n)))
+    }
+
+    /// Rows (with multiplicity) it holds, for sizes in messages.
+    pub fn len(&self) -> usize {
+        self.keys.len() + self.events.len()
+    }
+
+    /// Whether it holds no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Collects what a reader's records change, between two takes.
+#[derive(Debug, Default)]
+pub(crate) struct Capture {
+    /// Keys whose row changed (the row now is the reader's).
+    pub keys: std::collections::HashSet<Vec<u8>>,
+    /// Event rows admitted, not yet consolidated.
+    pub rows: Vec<(Row, isize)>,
+    /// The late filter moved (or dropped an event).
+    pub late_moved: bool,
+}
+
+impl Capture {
+    /// The delta since the last take: `current` gives each changed key's
+    /// row now, `late` the filter's state now.
+    pub fn take(
+        &mut self,
+        current: &HashMap<Vec<u8>, Row>,
+        late: Option<(Option<i64>, u64)>,
+    ) -> StateDelta {
+        let mut keys: Vec<_> = self
+            .keys
+            .drain()
+            .map(|k| {
+                let row = current.get(&k).cloned();
+                (k, row)
+            })
+            .collect();
+        keys.sort();
+        let mut rows = std::mem::take(&mut self.rows);
+        consolidate(&mut rows);
+        let late = std::mem::take(&mut self.late_moved).then_some(late).flatten();
+        StateDelta { keys, rows, late }
+    }
+}
+
+/// Sorts `rows` and adds up the differences of equal rows, dropping zeros.
+pub fn consolidate(rows: &mut Vec<(Row, isize)>) {
+    rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
+    for (row, diff) in rows.drain(..) {
+        match out.last_mut() {
+            Some((last, n)) if *last == row => *n += diff,
+            _ => out.push((row, diff)),
+        }
+    }
+    out.retain(|(_, n)| *n != 0);
+    *rows = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Value;
+
+    fn row(v: i64) -> Row {
+        vec![Value::Int(v), Value::str("x")]
+    }
+
+    #[test]
+    fn deltas_applied_in_order_give_the_state_and_round_trip() {
+        let mut state = PartitionState::default();
+        let first = StateDelta {
+            keys: vec![(b"a".to_vec(), Some(row(1))), (b"b".to_vec(), Some(row(2)))],
+            rows: vec![(row(7), 2)],
+            late: Some((Some(10), 0)),
+        };
+        let second = StateDelta {
+            keys: vec![(b"a".to_vec(), None), (b"b".to_vec(), Some(row(3)))],
+            rows: vec![(row(7), -2), (row(8), 1)],
+            late: None,
+        };
+        for d in [first, second] {
+            let bytes = d.encode();
+            state.apply(StateDelta::decode(&bytes).unwrap());
+        }
+        assert_eq!(state.keys.len(), 1);
+        assert_eq!(state.keys[&b"b".to_vec()], row(3));
+        assert_eq!(state.events, HashMap::from([(row(8), 1)]));
+        assert_eq!(state.late, Some((Some(10), 0)));
+        let mut again = PartitionState::default();
+        again.apply(state.to_delta());
+        assert_eq!(again, state);
+        assert_eq!(state.to_delta().encode(), again.to_delta().encode());
+    }
+
+    #[test]
+    fn damaged_bytes_do_not_decode_as_a_state() {
+        let d = StateDelta {
+            keys: vec![],
+            rows: vec![(row(1), 1)],
+            late: None,
+        };
+        let bytes = d.encode();
+        assert!(StateDelta::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(StateDelta::decode(&longer).is_err());
+    }
+
+    #[test]
+    fn consolidate_adds_up_equal_rows() {
+        let mut rows = vec![(row(2), 1), (row(1), 1), (row(2), -1), (row(1), 2)];
+        consolidate(&mut rows);
+        assert_eq!(rows, vec![(row(1), 3)]);
+    }
+}
