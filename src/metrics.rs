@@ -68,6 +68,11 @@ pub struct StreamMetrics {
     held: Held,
     open_windows_gauge: Family<Labels, Gauge>,
     join_rows_gauge: Family<Labels, Gauge>,
+    checkpoint_duration: Family<Labels, Histogram>,
+    checkpoint_bytes: Family<Labels, Gauge>,
+    checkpoint_age: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// When the last full checkpoint was written (unix ms).
+    checkpoint_at: AtomicI64,
     /// Serialises scrapes (the memory gauge is set, then encoded).
     scrape: Mutex<()>,
 }
@@ -113,6 +118,10 @@ impl StreamMetrics {
             held: Held::default(),
             open_windows_gauge: Family::default(),
             join_rows_gauge: Family::default(),
+            checkpoint_duration: latency_family(),
+            checkpoint_bytes: Family::default(),
+            checkpoint_age: Family::default(),
+            checkpoint_at: AtomicI64::new(0),
             scrape: Mutex::new(()),
         };
         let r = m.registry.sub_registry_with_prefix("kappa");
@@ -178,6 +187,21 @@ impl StreamMetrics {
             "Rows kept by interval joins that release them under watermarks",
             m.join_rows_gauge.clone(),
         );
+        r.register(
+            "checkpoint_duration_seconds",
+            "Time to merge the checkpointed state into a full checkpoint",
+            m.checkpoint_duration.clone(),
+        );
+        r.register(
+            "checkpoint_bytes",
+            "Bytes of the last full checkpoint",
+            m.checkpoint_bytes.clone(),
+        );
+        r.register(
+            "checkpoint_age_seconds",
+            "Seconds since the last full checkpoint (each commit also stores what it changed)",
+            m.checkpoint_age.clone(),
+        );
         m.registry.register(
             "process_resident_memory_bytes",
             "Resident memory of this process",
@@ -199,6 +223,18 @@ impl StreamMetrics {
     pub fn set_state(&self, state: DeploymentState) {
         let live = i64::from(state == DeploymentState::Live);
         self.live.get_or_create(&self.base).set(live);
+    }
+
+    /// A full checkpoint of `bytes` written in `took`.
+    pub fn record_checkpoint(&self, took: Duration, bytes: u64) {
+        self.checkpoint_duration
+            .get_or_create(&self.base)
+            .observe(took.as_secs_f64());
+        self.checkpoint_bytes
+            .get_or_create(&self.base)
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.checkpoint_at
+            .store(crate::table::now_ms(), Ordering::Relaxed);
     }
 
     /// An epoch committed with `stats`, its transaction taking `commit`.
@@ -295,6 +331,11 @@ impl StreamMetrics {
             .get_or_create(&self.base)
             .set(self.held.join_rows.load(Ordering::Relaxed));
         let now = crate::table::now_ms();
+        let checkpoint_at = self.checkpoint_at.load(Ordering::Relaxed);
+        if checkpoint_at > 0 {
+            let age = (now - checkpoint_at).max(0) as f64 / 1000.0;
+            self.checkpoint_age.get_or_create(&self.base).set(age);
+        }
         let times = self.event_times.lock().unwrap_or_else(|e| e.into_inner());
         for (labels, event_ts) in times.iter() {
             let lag = (now - event_ts) as f64 / 1000.0;

@@ -96,6 +96,13 @@ pub struct StreamOptions {
     /// Stop once every input partition has been read to its end.
     #[arg(long)]
     pub until_caught_up: bool,
+    /// Checkpoints: every commit stores the state its records changed, and
+    /// every DURATION (and on a clean stop) the stored state is merged into
+    /// one full checkpoint; a restart reads the log only after the committed
+    /// offsets. `off`: no state is kept, and a restart replays the log.
+    #[arg(long, value_name = "DURATION|off", default_value = "1m",
+          value_parser = parse_checkpoint_interval)]
+    pub checkpoint_interval: CheckpointInterval,
     /// No progress lines on stderr.
     #[arg(short, long)]
     pub quiet: bool,
@@ -119,6 +126,21 @@ impl StoreArgs {
         crate::table::open(&self.table_db)
             .with_context(|| format!("cannot open table store {}", self.table_db.display()))
     }
+}
+
+/// `--checkpoint-interval`: how often the state is merged (`None`: off).
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointInterval(pub Option<Duration>);
+
+fn parse_checkpoint_interval(text: &str) -> Result<CheckpointInterval, String> {
+    if text == "off" {
+        return Ok(CheckpointInterval(None));
+    }
+    let ms = crate::time::parse_duration(text, crate::time::TimeUnit::Millis)?;
+    if ms <= 0 {
+        return Err(format!("{text:?}: give a positive duration (e.g. 30s, 1m), or off"));
+    }
+    Ok(CheckpointInterval(Some(Duration::from_millis(ms as u64))))
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +207,7 @@ impl StreamOptions {
             stop,
             metrics: None,
             sinks: Vec::new(),
+            checkpoints: self.checkpoint_interval.0,
         })
     }
 }

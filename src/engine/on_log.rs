@@ -73,11 +73,16 @@ pub struct StreamSettings {
     pub metrics: Option<Arc<crate::metrics::StreamMetrics>>,
     /// Changelog sinks of outputs (`--sink`; sent by process 0).
     pub sinks: Vec<crate::sink::changelog::SinkTarget>,
+    /// How often the checkpointed state is merged into a full checkpoint
+    /// (`None`: no state is kept; restarts replay the log). See
+    /// [`crate::runner::checkpoint`].
+    pub checkpoints: Option<std::time::Duration>,
 }
 
 impl StreamSettings {
     /// Defaults for a table store: a worker per core, epochs of at most
-    /// 100 ms, bad records fail the run, runs until stopped.
+    /// 100 ms, bad records fail the run, checkpoints merged every minute,
+    /// runs until stopped.
     pub fn new(table_db: impl Into<StoreAddr>) -> StreamSettings {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         StreamSettings {
@@ -90,6 +95,7 @@ impl StreamSettings {
             stop: Arc::new(AtomicBool::new(false)),
             metrics: None,
             sinks: Vec::new(),
+            checkpoints: Some(std::time::Duration::from_secs(60)),
         }
     }
 }
@@ -370,6 +376,7 @@ impl OnLog {
             catch_up,
             metrics: settings.metrics.clone(),
             sinks: settings.sinks.clone(),
+            checkpoints: settings.checkpoints,
         };
         Ok(run.run()?)
     }

@@ -10,6 +10,9 @@
 //!   with the process that differs and the first line where it does.
 //! - [`all_gather`]: any small serializable value from every worker (the
 //!   batch runner's per-worker reports: rows read, bad rows, the failure).
+//! - [`scatter`]: values addressed to one worker each (a restart's
+//!   checkpointed state, sent by process 0 to the worker that reads each
+//!   partition, however many processes wrote it).
 //!
 //! Every worker must call these in the same order (each builds a dataflow,
 //! and timely pairs dataflows across processes by the order they are built).
@@ -60,6 +63,33 @@ pub fn all_gather<T: Serialize + DeserializeOwned>(
             })
         })
         .collect()
+}
+
+/// The values addressed to this worker: every worker passes `(worker,
+/// value)` pairs for any workers (global indices), and gets those that
+/// name it, in no particular order.
+pub fn scatter<T: timely::ExchangeData + Clone>(
+    worker: &mut timely::worker::Worker,
+    items: Vec<(usize, T)>,
+) -> Vec<T> {
+    use timely::dataflow::operators::{Exchange, Input as _, Inspect, Probe};
+    let got: Rc<RefCell<Vec<T>>> = Rc::default();
+    let into = got.clone();
+    let probe = ProbeHandle::new();
+    let mut input = worker.dataflow::<u64, _, _>(|scope| {
+        let (input, items) = scope.new_input::<Vec<(usize, T)>>();
+        items
+            .exchange(|(to, _): &(usize, T)| *to as u64)
+            .inspect(move |(_, v): &(usize, T)| into.borrow_mut().push(v.clone()))
+            .probe_with(&probe);
+        input
+    });
+    for item in items {
+        input.send(item);
+    }
+    drop(input);
+    worker.step_while(|| !probe.done());
+    std::mem::take(&mut *got.borrow_mut())
 }
 
 /// Refuses the run unless every worker is about to run the same thing:

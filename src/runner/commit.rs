@@ -19,7 +19,12 @@
 //!   on a deployment that has never committed an epoch, whose tables are
 //!   empty while epoch 0 holds the job's output over no input (a SQL global
 //!   aggregate's one row: `count(*)` is 0 over nothing): that is committed
-//!   as its first epoch.
+//!   as its first epoch;
+//! - with checkpoints ([`Keeper`]), every commit writes the state its
+//!   records changed in the same transaction, and epoch 0's replay (when
+//!   there was no usable state to restore) is stored as the whole state
+//!   before anything else is committed: the stored state always covers
+//!   exactly the committed offsets (`runner/checkpoint.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,6 +32,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::checkpoint::Keeper;
 use super::epochs::Epoch;
 use crate::english::count;
 use crate::job::Time;
@@ -34,8 +40,8 @@ use crate::metrics::StreamMetrics;
 use crate::sink::changelog::ChangelogSink;
 use crate::source::records::RecordLog;
 use crate::table::{
-    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec, SwapRule,
-    TableError, TableStore,
+    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec, StatePiece,
+    StateWrite, SwapRule, TableError, TableStore,
 };
 use crate::value::Row;
 
@@ -91,6 +97,9 @@ pub struct EpochReport {
     /// The times of the last record read on each of its partitions (for
     /// the append-to-visible and event-time lag metrics).
     pub last_records: Vec<LastRecord>,
+    /// What its records changed in its partitions' state, for the
+    /// checkpoint (epoch 0: the state the replay rebuilt).
+    pub state: Vec<StatePiece>,
 }
 
 /// When the last record read on a partition was appended, and its event time.
@@ -182,6 +191,11 @@ pub struct Committer {
     hold: Option<Hold>,
     /// The epochs received and not committed yet, merged, and since when.
     held: Option<(Epoch, Instant)>,
+    /// Checkpoints: writes each epoch's state and merges it (`None`: the
+    /// run keeps no state, and its first commit clears any).
+    keeper: Option<Keeper>,
+    /// The state was restored: epoch 0 replayed nothing to store.
+    restored: bool,
 }
 
 /// The committer's fixed parts.
@@ -205,18 +219,21 @@ pub struct CommitterSetup {
     /// When epochs may be merged before they are committed (never with
     /// sinks: each epoch's changes are their messages).
     pub hold: Option<Hold>,
+    /// Checkpoints, when the run keeps them.
+    pub keeper: Option<Keeper>,
+    /// Whether the run restored a checkpoint (so epoch 0 replayed nothing,
+    /// and bad rows are counted on from the deployment's total).
+    pub restored: bool,
 }
 
 impl Committer {
     /// A committer that has committed nothing yet in this run.
     pub fn new(setup: CommitterSetup) -> Result<Committer, TableError> {
         let now = Instant::now();
-        let seed = setup
-            .store
-            .deployment(setup.lease.deployment)?
-            .progress
-            .epochs
-            == 0;
+        let progress = setup.store.deployment(setup.lease.deployment)?.progress;
+        let seed = progress.epochs == 0;
+        // A replay meets the bad rows it applied again; a restore does not.
+        let bad_rows = if setup.restored { progress.bad_rows } else { 0 };
         let hold = setup.hold.filter(|_| setup.sinks.is_empty());
         let mut committer = Committer {
             caught_up: false,
@@ -227,7 +244,7 @@ impl Committer {
             topics: setup.topics,
             positions: setup.positions,
             next: 0,
-            bad_rows: 0,
+            bad_rows,
             records_total: 0,
             started: now,
             last_report: now,
@@ -243,6 +260,8 @@ impl Committer {
             freer: None,
             hold,
             held: None,
+            keeper: setup.keeper,
+            restored: setup.restored,
         };
         committer.refresh_lag();
         // What the last owner committed but did not get to send.
@@ -269,12 +288,57 @@ impl Committer {
         debug_assert_eq!(epoch.time, self.next, "epochs are committed in order");
         let time = epoch.time;
         self.bad_rows += epoch.log.bad_rows;
+        if time == 0 {
+            self.store_replayed(&epoch.log.state)?;
+        }
         if time > 0 || (self.seed && !epoch.is_unchanged()) {
             self.commit_or_hold(epoch)?;
         }
         self.seed = false;
         self.next = time + 1;
         self.after_epoch()
+    }
+
+    /// Epoch 0: stores the state the replay rebuilt as the whole state
+    /// (it covers exactly the committed offsets), unless it was restored.
+    fn store_replayed(&mut self, pieces: &[StatePiece]) -> Result<(), TableError> {
+        let (Some(keeper), false) = (&self.keeper, self.restored) else {
+            return Ok(());
+        };
+        let write = StateWrite::Replace {
+            digest: &keeper.digest,
+            pieces,
+        };
+        self.store.write_state(&self.lease, &write)?;
+        if !self.quiet && !pieces.is_empty() {
+            let bytes: usize = pieces.iter().map(|p| p.bytes.len()).sum();
+            eprintln!(
+                "kappa stream: checkpointed the state the replay rebuilt ({})",
+                crate::english::bytes(bytes as u64)
+            );
+        }
+        Ok(())
+    }
+
+    /// Merges the state's pieces into a full checkpoint, when due (or
+    /// `now`, as the run ends).
+    fn checkpoint(&mut self, now: bool) -> Result<(), TableError> {
+        let Some(keeper) = self.keeper.as_mut() else {
+            return Ok(());
+        };
+        if !(keeper.due() || (now && keeper.pending())) {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let (pieces, bytes) = keeper.merge(&mut *self.store, &self.lease)?;
+        if let Some(metrics) = &self.metrics {
+            metrics.record_checkpoint(started.elapsed(), bytes as u64);
+        }
+        tracing::info!(
+            "checkpoint: {pieces} partition states, {bytes} bytes, in {:?}",
+            started.elapsed()
+        );
+        Ok(())
     }
 
     /// Commits `epoch`, merged with the epochs held, or holds it too (see
@@ -347,7 +411,15 @@ impl Committer {
                     }
                 }
                 if let Some(result) = self.flush() {
+                    let failed = result.is_err();
                     after(&self, result);
+                    if failed {
+                        return;
+                    }
+                }
+                // The run is over: its state is merged into one checkpoint.
+                if let Err(e) = self.checkpoint(true) {
+                    after(&self, Err(e));
                 }
             })?;
         Ok((to, thread))
@@ -548,11 +620,22 @@ impl Committer {
         };
         let transaction = Instant::now();
         let specs: Vec<SinkSpec> = self.sinks.iter().map(|(spec, _)| spec.clone()).collect();
-        self.store
-            .commit_epoch_with_sinks(&self.lease, &outputs, &log.offsets, &stats, &specs)?;
+        let state = match self.keeper.as_mut() {
+            Some(keeper) => keeper.append(&log.state),
+            None => StateWrite::Clear,
+        };
+        self.store.commit_epoch_with_state(
+            &self.lease,
+            &outputs,
+            &log.offsets,
+            &stats,
+            &specs,
+            &state,
+        )?;
         self.free(outputs);
         self.drain_outbox();
         self.tell_applied(&log.offsets);
+        self.checkpoint(false)?;
         if let Some(metrics) = &self.metrics {
             metrics.record_epoch(&stats, transaction.elapsed());
             let now = crate::table::now_ms();

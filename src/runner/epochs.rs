@@ -20,7 +20,7 @@ use super::commit::{EpochReport, LastRecord};
 use super::order::{SortedRun, merge_runs};
 use super::outputs::OutputRun;
 use crate::job::Time;
-use crate::table::InputOffset;
+use crate::table::{InputOffset, StatePiece};
 use crate::value::Row;
 
 /// The workers' reports of one epoch, merged.
@@ -38,6 +38,9 @@ pub struct EpochLog {
     pub bad_rows: u64,
     /// When the first report arrived (about when the first worker closed it).
     pub closed: Option<Instant>,
+    /// What the epoch's records changed in their partitions' state, for the
+    /// checkpoint (in epoch order, once epochs are absorbed).
+    pub state: Vec<StatePiece>,
 }
 
 /// One complete epoch, ready to commit.
@@ -97,6 +100,7 @@ impl EpochLog {
         self.records += later.records;
         self.bad_rows += later.bad_rows;
         self.closed = self.closed.or(later.closed);
+        self.state.extend(later.state);
     }
 }
 
@@ -168,6 +172,7 @@ impl Gatherer {
         log.records += report.records;
         log.late.extend(report.late);
         log.bad_rows += report.bad_rows;
+        log.state.extend(report.state);
         log.closed.get_or_insert_with(Instant::now);
         let failure = report.failure?;
         self.halt();

@@ -5,6 +5,7 @@
 //! that running across machines is a flag away rather than a rewrite.
 
 pub mod batch;
+pub mod checkpoint;
 mod cluster;
 pub(crate) mod combine;
 mod commit;

@@ -52,6 +52,7 @@ use timely::dataflow::operators::generic::operator::Operator;
 use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
+use super::checkpoint::{self, Keeper, Loaded, States};
 use super::cluster;
 use super::combine::Combiner;
 pub use super::commit::{CatchUp, LastRecord, SwapPolicy};
@@ -62,10 +63,13 @@ use super::{RunError, WorkerConfig};
 use crate::job::{Plan, RowInput, Time, Updates, WatermarkInput};
 use crate::schema::OutputSchema;
 use crate::sink::changelog::SinkTarget;
+use crate::source::state::PartitionState;
 use crate::source::topic::{PartitionSource, TopicInput};
 use crate::source::{BadRows, ReadOptions};
 use crate::table::deployment::is_keyed;
-use crate::table::{DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, this_process};
+use crate::table::{
+    DeploymentLock, DeploymentState, InputOffset, Lease, SinkSpec, StatePiece, this_process,
+};
 
 /// How much larger than `max_records` an epoch may grow while far behind.
 const MAX_GROWTH: usize = 16;
@@ -207,6 +211,9 @@ pub struct StreamRun {
     pub metrics: Option<Arc<crate::metrics::StreamMetrics>>,
     /// Changelog sinks of outputs (process 0 sends them).
     pub sinks: Vec<SinkTarget>,
+    /// Checkpoints: how often the stored state is merged into a full
+    /// checkpoint (`None`: the run keeps no state, and replays on restart).
+    pub checkpoints: Option<Duration>,
 }
 
 /// The deployment a run drives.
@@ -242,6 +249,9 @@ struct Start {
     name: String,
     /// The committed offsets.
     offsets: Vec<InputOffset>,
+    /// A checkpoint covering them was loaded: partitions are read from the
+    /// committed offsets, their state restored, not replayed.
+    restored: bool,
 }
 
 /// [`Start`], by `(input index, partition)`.
@@ -252,6 +262,8 @@ struct Resume {
     next: BTreeMap<(usize, u32), u64>,
     /// The last applied record, when known.
     applied: BTreeMap<(usize, u32), (u64, u32)>,
+    /// Whether the state is restored from a checkpoint (see [`Start`]).
+    restored: bool,
 }
 
 /// What a worker shows the others at startup.
@@ -305,6 +317,10 @@ struct Shared {
     outbox: Mutex<Vec<Control>>,
     /// This process has broadcast its stop.
     told_stop: AtomicBool,
+    /// Process 0: the checkpoint loaded, until it is sent to the workers.
+    restore: Mutex<Option<States>>,
+    /// The digest of the plan's state ([`checkpoint::digest`]).
+    digest: String,
 }
 
 /// Marks the run failed (and stops it) when dropped while armed. A worker
@@ -338,6 +354,8 @@ struct Feed<'a> {
     /// failed) before they close.
     failing: FailGuard<'a>,
     parts: Vec<(usize, PartitionSource)>,
+    /// This worker's share of a restored checkpoint, until it is inserted.
+    restored: Vec<((usize, u32), PartitionState)>,
     combiners: Vec<Combiner>,
     sessions: Vec<RowInput>,
     watermarks: WatermarkInput,
@@ -371,6 +389,8 @@ impl StreamRun {
     /// Runs until stopped, caught up (if asked) or failed.
     pub fn run(self) -> Result<StreamResult, RunError> {
         let first = self.workers.is_first_process();
+        let digest = checkpoint::digest(&self.inputs, &self.plan);
+        let mut restore = None;
         let (lease, start, state) = match (first, &self.claim) {
             (false, _) => (None, None, None),
             (true, None) => {
@@ -378,8 +398,11 @@ impl StreamRun {
                     "the first process of a stream needs the deployment it drives".into(),
                 ));
             }
-            (true, Some(claim)) => match take_over(&self.table_db, claim.deployment) {
-                Ok((lease, start, state)) => (Some(lease), Some(Ok(start)), Some(state)),
+            (true, Some(claim)) => match take_over(&self, claim.deployment, &digest) {
+                Ok((lease, start, state, loaded)) => {
+                    restore = loaded;
+                    (Some(lease), Some(Ok(start)), Some(state))
+                }
                 Err(e) => (None, Some(Err(e)), None),
             },
         };
@@ -409,6 +432,8 @@ impl StreamRun {
             closed: AtomicU64::new(0),
             outbox: Mutex::new(Vec::new()),
             told_stop: AtomicBool::new(false),
+            restore: Mutex::new(restore),
+            digest,
         });
         let result = shared.clone().execute();
         let created = shared.run.claim.as_ref().is_some_and(|c| c.created);
@@ -421,20 +446,51 @@ impl StreamRun {
     }
 }
 
-/// Takes the deployment over before reading where it stands: no commit of
-/// an earlier owner can land after this.
+/// Takes the deployment over before reading where it stands (no commit of
+/// an earlier owner can land after this), and, when the run keeps
+/// checkpoints, loads the state that covers the committed offsets.
 fn take_over(
-    table_db: &crate::table::StoreAddr,
+    run: &StreamRun,
     id: i64,
-) -> Result<(Lease, Start, DeploymentState), RunError> {
-    let mut store = crate::table::open(table_db)?;
+    digest: &str,
+) -> Result<(Lease, Start, DeploymentState, Option<States>), RunError> {
+    let mut store = crate::table::open(&run.table_db)?;
     let lease = store.take_over(id, &this_process())?;
     let d = store.deployment(id)?;
+    let offsets = store.input_offsets(id)?;
+    let loaded = match run.checkpoints {
+        Some(_) => checkpoint::load(&*store, id, &run.inputs, digest)?,
+        None => Loaded::Replay(None),
+    };
+    let states = match loaded {
+        Loaded::State(states) => {
+            if !run.quiet {
+                let rows: usize = states.values().map(PartitionState::len).sum();
+                eprintln!(
+                    "kappa stream: {d}: restoring its checkpoint ({} of state); reading the log from the committed offsets",
+                    crate::english::count(rows as u64, "row")
+                );
+            }
+            Some(states)
+        }
+        Loaded::Replay(why) => {
+            if let Some(why) = why {
+                tracing::warn!("{d}: its checkpoint cannot be used ({why}): replaying the log");
+                if !run.quiet {
+                    eprintln!(
+                        "kappa stream: {d}: its checkpoint cannot be used ({why}); replaying the log instead"
+                    );
+                }
+            }
+            None
+        }
+    };
     let start = Start {
         name: d.to_string(),
-        offsets: store.input_offsets(id)?,
+        offsets,
+        restored: states.is_some(),
     };
-    Ok((lease, start, d.state))
+    Ok((lease, start, d.state, states))
 }
 
 impl Resume {
@@ -457,6 +513,7 @@ impl Resume {
             name: start.name.clone(),
             next,
             applied,
+            restored: start.restored,
         }
     }
 }
@@ -561,13 +618,17 @@ impl Shared {
         let _ = write!(text, "\nepochs {:?}", run.epochs);
         let _ = write!(text, "\nuntil caught up {}", run.until_caught_up);
         let _ = write!(text, "\ncatch up {:?}", run.catch_up);
+        let _ = write!(text, "\ncheckpoints {:?}", run.checkpoints);
         text
     }
 
     /// Before any dataflow of the job: every worker checks that all run the
     /// same, worker 0 opens the committer, and every worker takes where to
     /// resume from process 0. A failure anywhere fails every worker alike.
-    fn set_up(&self, worker: &mut timely::worker::Worker) -> Result<Option<Committer>, RunError> {
+    fn set_up(
+        &self,
+        worker: &mut timely::worker::Worker,
+    ) -> Result<(Option<Committer>, Vec<((usize, u32), PartitionState)>), RunError> {
         let threads = self.run.workers.threads;
         cluster::agree(worker, &self.fingerprint(), threads)?;
         let index = worker.index();
@@ -598,7 +659,31 @@ impl Shared {
         }
         self.resume
             .get_or_init(|| Resume::new(start, &self.run.inputs));
-        local
+        let local = local?;
+        Ok((local, self.deal_restored(worker)))
+    }
+
+    /// Sends each partition's restored state from worker 0 to the worker
+    /// that reads the partition in this run (whatever process wrote it):
+    /// every worker takes part, and gets its share.
+    fn deal_restored(
+        &self,
+        worker: &mut timely::worker::Worker,
+    ) -> Vec<((usize, u32), PartitionState)> {
+        let states = match worker.index() {
+            0 => self.restore.lock().expect("restore slot poisoned").take(),
+            _ => None,
+        };
+        let peers = worker.peers();
+        let items = states
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(at, state)| {
+                let k = self.assignments.iter().position(|a| *a == at)?;
+                Some((k % peers, (at, state)))
+            })
+            .collect();
+        cluster::scatter(worker, items)
     }
 
     /// On worker 0, the committer.
@@ -624,7 +709,7 @@ impl Shared {
         worker: &mut timely::worker::Worker,
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
-        let committer = self.set_up(worker)?;
+        let (committer, restored) = self.set_up(worker)?;
         let (commit, thread) = match committer {
             Some(committer) => {
                 let outputs = self.run.plan.outputs.len();
@@ -646,6 +731,7 @@ impl Shared {
                 return Err(e);
             }
         };
+        feed.restored = restored;
         if let Err(e) = self.feed(worker, &probe, &mut feed, bad) {
             feed.reports.send(EpochReport {
                 worker: worker.index(),
@@ -753,6 +839,7 @@ impl Shared {
                 armed: true,
             },
             parts: Vec::new(),
+            restored: Vec::new(),
             combiners: sessions.iter().map(|_| Combiner::default()).collect(),
             sessions,
             watermarks,
@@ -870,6 +957,9 @@ impl Shared {
         feed: &mut Feed<'_>,
         bad: &mut BadRows,
     ) -> Result<(), RunError> {
+        if self.resume().restored {
+            self.insert_restored(worker, feed);
+        }
         for (input, part) in &mut feed.parts {
             let combiner = &mut feed.combiners[*input];
             let until = self.resume().next[&(*input, part.partition())];
@@ -894,15 +984,58 @@ impl Shared {
         }
         self.announce_watermarks(&feed.parts, &mut feed.watermarks, worker.index());
         // Bad rows are counted as they are met, so each commit reports the
-        // total among the records it covers (a replay meets them again).
+        // total among the records it covers (a replay meets them again; a
+        // restore does not, and the committer goes on from the total).
+        // The state the replay rebuilt is the checkpoint's first.
+        let state = self.take_state(&mut feed.parts);
         feed.reports.send(EpochReport {
             worker: worker.index(),
             bad_rows: bad.count,
+            state,
             ..EpochReport::default()
         });
         self.send_told(&mut feed.control);
         feed.advance_to(1);
         Ok(())
+    }
+
+    /// Epoch 0 of a restart from a checkpoint: inserts the rows of this
+    /// worker's share of the restored state (its partitions' sources took
+    /// their keys and watermarks when they opened).
+    fn insert_restored(&self, worker: &mut timely::worker::Worker, feed: &mut Feed<'_>) {
+        let restored = std::mem::take(&mut feed.restored);
+        for ((input, partition), state) in restored {
+            let Some((_, part)) = feed
+                .parts
+                .iter_mut()
+                .find(|(i, p)| *i == input && p.partition() == partition)
+            else {
+                continue;
+            };
+            let (combiner, session) = (&mut feed.combiners[input], &mut feed.sessions[input]);
+            for (n, (mut row, diff)) in part.restore(state).into_iter().enumerate() {
+                combiner.update(&mut row, diff, session);
+                if n % (1 << 16) == 0 {
+                    worker.step();
+                }
+            }
+        }
+    }
+
+    /// What this worker's partitions' records changed in their state since
+    /// the last take, as checkpoint pieces (none without checkpoints).
+    fn take_state(&self, parts: &mut [(usize, PartitionSource)]) -> Vec<StatePiece> {
+        parts
+            .iter_mut()
+            .filter_map(|(input, part)| {
+                let delta = part.take_delta()?;
+                Some(StatePiece {
+                    input: self.run.inputs[*input].schema.name.clone(),
+                    partition: part.partition(),
+                    bytes: delta.encode(),
+                })
+            })
+            .collect()
     }
 
     /// Epochs 1, 2, ...: reads an epoch, lets the dataflow catch up with
@@ -970,7 +1103,7 @@ impl Shared {
     ) -> Result<(u64, bool), RunError> {
         let (total, drained) = self.read_until_closed(worker, feed, bad, epoch, max_records)?;
         feed.flush();
-        let report = self.report(worker.index(), &feed.parts, total, bad.count - bad_before);
+        let report = self.report(worker.index(), &mut feed.parts, total, bad.count - bad_before);
         feed.reports.send(report);
         self.closed.fetch_max(epoch, Ordering::SeqCst);
         Ok((total, drained))
@@ -1047,7 +1180,7 @@ impl Shared {
     fn report(
         &self,
         worker: usize,
-        parts: &[(usize, PartitionSource)],
+        parts: &mut [(usize, PartitionSource)],
         records: u64,
         bad_rows: u64,
     ) -> EpochReport {
@@ -1090,6 +1223,7 @@ impl Shared {
             bad_rows,
             failure: None,
             last_records,
+            state: self.take_state(parts),
         }
     }
 
@@ -1147,7 +1281,14 @@ impl Shared {
         let Some(&(offset, crc)) = self.resume().applied.get(&(input, part.partition())) else {
             return Ok(());
         };
-        let now = part.last_consumed();
+        let now = match self.resume().restored {
+            // Nothing was replayed: the log is asked for the record.
+            true => match last_applied(topic, part.partition(), offset)? {
+                Lookup::Deleted => return Ok(()),
+                Lookup::Found(record) => record,
+            },
+            false => part.last_consumed(),
+        };
         // Compaction may since have removed the last applied record.
         let compacted_away = topic.compacted && now.is_none_or(|(at, _)| at < offset);
         if now == Some((offset, crc)) || compacted_away {
@@ -1171,9 +1312,23 @@ impl Shared {
         let mut parts = Vec::new();
         for &(input, partition) in self.assignments.iter().skip(index).step_by(peers) {
             let topic = &self.run.inputs[input];
-            let part =
-                PartitionSource::open(topic, partition, self.run.plan.inputs[input].clone())?;
             let committed = self.resume().next[&(input, partition)];
+            let read = self.run.plan.inputs[input].clone();
+            let mut part = match self.resume().restored {
+                true => {
+                    let part = PartitionSource::open_at(topic, partition, read, committed)?;
+                    check_unapplied_kept(topic, partition, committed, part.position())?;
+                    part
+                }
+                false => PartitionSource::open(topic, partition, read)?,
+            };
+            if self.run.checkpoints.is_some() {
+                part.capture();
+            }
+            if self.resume().restored {
+                parts.push((input, part));
+                continue;
+            }
             if part.position() > 0 && committed > 0 && !topic.compacted {
                 // Retention deleted records this deployment applied: its state
                 // cannot be rebuilt by replay.
@@ -1211,6 +1366,10 @@ impl Shared {
             metrics: self.run.metrics.clone(),
             sinks: self.open_sinks(lease.deployment)?,
             hold: self.hold(),
+            keeper: self.run.checkpoints.map(|interval| {
+                Keeper::new(self.digest.clone(), interval, self.run.inputs.clone())
+            }),
+            restored: start.restored,
         })?)
     }
 
@@ -1286,6 +1445,48 @@ fn count_arranged(
         }
         arranged.fetch_add(change, Ordering::Relaxed);
     });
+}
+
+/// What the log holds at a partition's last applied offset.
+enum Lookup {
+    /// Retention deleted it: nothing to check it against.
+    Deleted,
+    /// The record there (offset and fingerprint), if any (compaction may
+    /// have removed it).
+    Found(Option<(u64, u32)>),
+}
+
+/// Reads the record at `offset` of `partition` without applying it.
+fn last_applied(topic: &TopicInput, partition: u32, offset: u64) -> Result<Lookup, RunError> {
+    let mut reader = topic.log.open_at(partition, offset)?;
+    if reader.position() > offset {
+        return Ok(Lookup::Deleted);
+    }
+    reader.visit(1, Some(offset + 1), &mut |_| std::ops::ControlFlow::Continue(()))?;
+    let record = reader
+        .last_lent()
+        .filter(|r| r.offset == offset)
+        .map(|r| (r.offset, r.fingerprint));
+    Ok(Lookup::Found(record))
+}
+
+/// A restart from a checkpoint reads on from the committed offset: the
+/// records from there on must still be in the log.
+fn check_unapplied_kept(
+    topic: &TopicInput,
+    partition: u32,
+    committed: u64,
+    position: u64,
+) -> Result<(), RunError> {
+    if position <= committed {
+        return Ok(());
+    }
+    Err(RunError::Replay(format!(
+        "topic {} partition {partition}: records from offset {committed} to {position} were deleted by \
+         retention before this deployment applied them (it has applied everything below {committed}); \
+         use a longer retention, or reprocess from what is left",
+        topic.log.name()
+    )))
 }
 
 /// The topics a plan reads and what it writes, one fact per line, for the

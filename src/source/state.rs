@@ -69,7 +69,7 @@ fn codec() -> impl Options {
 }
 
 /// All a partition's records made, as of some offset.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PartitionState {
     /// Changelogs: each key's current row.
     pub keys: HashMap<Vec<u8>, Row>,

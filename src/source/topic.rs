@@ -190,12 +190,16 @@ impl PartitionSource {
 
     /// Goes on from `state`, what the records before this source's
     /// position made: the changelog's rows by key and the late filter's
-    /// watermark. (The rows themselves are the caller's to insert.)
-    pub fn restore(&mut self, state: &PartitionState) {
-        self.rows.current = state.keys.clone();
+    /// watermark. Returns the partition's rows in its input collection, for
+    /// the caller to insert.
+    pub fn restore(&mut self, state: PartitionState) -> Vec<(Row, isize)> {
         if let (Some(filter), Some(late)) = (self.rows.late.as_mut(), state.late) {
             filter.restore(late);
         }
+        let mut rows: Vec<(Row, isize)> = state.keys.values().map(|r| (r.clone(), 1)).collect();
+        rows.extend(state.events);
+        self.rows.current = state.keys;
+        rows
     }
 
     /// The offset and fingerprint of the last record consumed.

@@ -20,7 +20,7 @@
 //!   state with its tables.
 
 /// One piece of state: what an input partition's records changed, encoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatePiece {
     /// The job's input name.
     pub input: String,
@@ -74,6 +74,14 @@ pub struct StateSummary {
     pub merged_at: Option<i64>,
     /// When a piece was last written (unix ms).
     pub written_at: Option<i64>,
+}
+
+/// The refusal of pieces appended to no state (or another plan's).
+pub fn append_without_base(id: i64) -> super::TableError {
+    super::TableError::Corrupt {
+        what: format!("the checkpointed state of deployment {id}"),
+        reason: "pieces were appended to a state for another plan, or to none".into(),
+    }
 }
 
 /// The checksum stored with a piece.

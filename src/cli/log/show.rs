@@ -153,21 +153,7 @@ fn columns(c: &TopicConfig) -> String {
     }
 }
 
-/// `1536` -> `1.5 KiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = n as f64;
-    let mut unit = 0;
-    while x >= 1024.0 && unit < UNITS.len() - 1 {
-        x /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{x:.1} {}", UNITS[unit])
-    }
-}
+pub use crate::english::bytes as human_bytes;
 
 /// Left-aligned columns separated by two spaces.
 pub(super) fn table(head: &[&str], rows: &[Vec<String>]) -> String {

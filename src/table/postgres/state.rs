@@ -35,8 +35,11 @@ pub(super) fn write(
             &[&id],
         )?
         .and_then(|r| r.get(0));
-    // A state for another plan (or none) cannot be added to.
-    let replace = replace || stored.as_deref() != Some(digest);
+    // Pieces added to a state for another plan, or to none, would make a
+    // state that covers only the epochs since: a bug in the caller.
+    if !replace && stored.as_deref() != Some(digest) {
+        return Err(crate::table::state::append_without_base(id));
+    }
     if replace {
         c.execute("DELETE FROM kappa.state WHERE deployment = $1", &[&id])?;
     }

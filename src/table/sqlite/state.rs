@@ -5,7 +5,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StateSummary, StateWrite, StoredState, TableError, now_ms};
-use crate::table::state::{StatePiece, checksum, verified};
+use crate::table::state::{StatePiece, append_without_base, checksum, verified};
 
 /// Applies `write` to deployment `id`'s state.
 pub(super) fn write(conn: &Connection, id: i64, write: &StateWrite<'_>) -> Result<(), TableError> {
@@ -29,8 +29,11 @@ pub(super) fn write(conn: &Connection, id: i64, write: &StateWrite<'_>) -> Resul
         .prepare_cached("SELECT state_digest FROM kappa_deployments WHERE id = ?1")?
         .query_row([id], |r| r.get(0))
         .optional()?;
-    // A state for another plan (or none) cannot be added to.
-    let replace = replace || stored.flatten().as_deref() != Some(digest);
+    // Pieces added to a state for another plan, or to none, would make a
+    // state that covers only the epochs since: a bug in the caller.
+    if !replace && stored.flatten().as_deref() != Some(digest) {
+        return Err(append_without_base(id));
+    }
     if replace {
         conn.prepare_cached("DELETE FROM kappa_state WHERE deployment = ?1")?
             .execute([id])?;
