@@ -1,6 +1,7 @@
 //! kappa's integration tests: the real binary on files, and property tests
 //! against plain reference implementations.
 
+mod checkpoints;
 mod cli;
 mod cluster;
 mod cluster_stream;

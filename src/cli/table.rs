@@ -232,6 +232,7 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
         "lag_by_input",
         "bad_rows",
         "late_dropped",
+        "checkpoint",
         "created",
         "caught_up",
         "swapped",
@@ -261,6 +262,7 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
             d.lag_by_input(),
             p.bad_rows.to_string(),
             d.late_dropped(),
+            checkpoint_cell(store, d.id)?,
             format_unix_ms(Some(d.created_at)),
             format_unix_ms(d.caught_up_at),
             format_unix_ms(d.swapped_at),
@@ -268,6 +270,28 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
         ]);
     }
     Ok(grid)
+}
+
+/// A deployment's checkpoint for `table status`: its size, the pieces it
+/// is stored in (one per partition once merged, plus one per partition and
+/// commit since) and how long ago it was merged; `-` when it keeps none (a
+/// restart replays the log).
+fn checkpoint_cell(store: &dyn TableStore, id: i64) -> anyhow::Result<String> {
+    let Some(s) = store.state_summary(id).context("cannot read the checkpoint")? else {
+        return Ok("-".into());
+    };
+    let merged = match s.merged_at {
+        Some(at) => {
+            let ago = (crate::table::now_ms() - at).max(0) as u64;
+            format!("merged {} ago", format_duration(std::time::Duration::from_millis(ago)))
+        }
+        None => "not merged".into(),
+    };
+    Ok(format!(
+        "{} in {}, {merged}",
+        crate::english::bytes(s.bytes),
+        crate::english::count(s.pieces, "piece")
+    ))
 }
 
 fn swap(store: &mut dyn TableStore, a: &VersionArgs) -> anyhow::Result<()> {

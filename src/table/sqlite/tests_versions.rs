@@ -333,6 +333,10 @@ fn catalog_round_trips_a_deployment_across_reopen() {
          ALTER TABLE kappa_deployments DROP COLUMN generation; \
          ALTER TABLE kappa_deployments DROP COLUMN owner; \
          ALTER TABLE kappa_deployments DROP COLUMN half_written; \
+         ALTER TABLE kappa_deployments DROP COLUMN state_digest; \
+         ALTER TABLE kappa_deployments DROP COLUMN state_merged_at; \
+         ALTER TABLE kappa_deployments DROP COLUMN state_written_at; \
+         DROP TABLE kappa_state; \
          ALTER TABLE kappa_offsets DROP COLUMN last_offset; \
          ALTER TABLE kappa_offsets DROP COLUMN last_crc; \
          DROP TABLE kappa_outbox; \
