@@ -57,8 +57,15 @@ fn batch(w: &World, rows: &[String]) -> String {
 fn restart_after_retention(w: &World) {
     let mut rng = Rng(0x5eed_cafe);
     w.ok(&[
-        "log", "create", "ev", "--partitions", "2", "--segment-bytes", "2000",
-        "--retention-bytes", "1",
+        "log",
+        "create",
+        "ev",
+        "--partitions",
+        "2",
+        "--segment-bytes",
+        "2000",
+        "--retention-bytes",
+        "1",
     ]);
     let mut all = Vec::new();
     for (round, workers) in ["2", "1", "3", "2"].iter().enumerate() {
@@ -103,7 +110,15 @@ fn compaction_while_stopped_gives_the_true_answer() {
         w.ok(&["log", "produce", "orders", "--file", &file, "--key", "id"]);
     };
     let sql = "SELECT status, count(*) AS n FROM orders GROUP BY status";
-    let stream = ["stream", "--sql-text", sql, "-i", "orders=orders", "--table", "by_status"];
+    let stream = [
+        "stream",
+        "--sql-text",
+        sql,
+        "-i",
+        "orders=orders",
+        "--table",
+        "by_status",
+    ];
     let stream: Vec<&str> = stream.into_iter().chain(["--until-caught-up"]).collect();
     produce("o1.csv", "1,open\n2,open\n3,paid\n");
     w.ok(&stream);
@@ -131,14 +146,34 @@ fn damage_state(w: &World) {
 fn a_damaged_checkpoint_is_replayed_around_or_refused() {
     let w = World::new();
     let mut rng = Rng(7);
-    w.ok(&["log", "create", "ev", "--segment-bytes", "2000", "--retention-bytes", "1"]);
+    w.ok(&[
+        "log",
+        "create",
+        "ev",
+        "--segment-bytes",
+        "2000",
+        "--retention-bytes",
+        "1",
+    ]);
     let first = events(&mut rng, 300);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "a.csv", &first)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "a.csv", &first),
+    ]);
     w.ok(&GROUP_BY);
     // The log still holds everything: the restart replays it, and says why.
     damage_state(&w);
     let second = events(&mut rng, 50);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "b.csv", &second)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "b.csv", &second),
+    ]);
     let said = w.ok(&GROUP_BY);
     assert!(
         said.contains("its checkpoint cannot be used") && said.contains("checksum"),
@@ -150,7 +185,13 @@ fn a_damaged_checkpoint_is_replayed_around_or_refused() {
     // That run stored a good checkpoint again: retention may go on.
     w.ok(&["log", "retain", "ev"]);
     let third = events(&mut rng, 50);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "c.csv", &third)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "c.csv", &third),
+    ]);
     let said = w.ok(&GROUP_BY);
     assert!(said.contains("restoring its checkpoint"), "{said}");
     all.extend(third);
@@ -169,12 +210,32 @@ fn a_damaged_checkpoint_is_replayed_around_or_refused() {
 fn records_retention_deleted_before_they_were_applied_are_refused() {
     let w = World::new();
     let mut rng = Rng(11);
-    w.ok(&["log", "create", "ev", "--segment-bytes", "2000", "--retention-bytes", "1"]);
+    w.ok(&[
+        "log",
+        "create",
+        "ev",
+        "--segment-bytes",
+        "2000",
+        "--retention-bytes",
+        "1",
+    ]);
     let first = events(&mut rng, 200);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "a.csv", &first)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "a.csv", &first),
+    ]);
     w.ok(&GROUP_BY);
     let second = events(&mut rng, 400);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "b.csv", &second)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "b.csv", &second),
+    ]);
     w.ok(&["log", "retain", "ev"]);
     let err = w.fails(&GROUP_BY);
     assert!(
@@ -189,7 +250,13 @@ fn without_checkpoints_a_restart_replays_and_the_state_is_dropped() {
     let mut rng = Rng(5);
     w.ok(&["log", "create", "ev"]);
     let mut all = events(&mut rng, 100);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "a.csv", &all)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "a.csv", &all),
+    ]);
     w.ok(&GROUP_BY);
     let pieces = |w: &World| -> i64 {
         let conn = rusqlite::Connection::open(w.path("tables.db")).unwrap();
@@ -198,20 +265,41 @@ fn without_checkpoints_a_restart_replays_and_the_state_is_dropped() {
     };
     assert_eq!(pieces(&w), 1, "one merged piece for the one partition");
     let more = events(&mut rng, 100);
-    w.ok(&["log", "produce", "ev", "--file", &write_csv(&w, "b.csv", &more)]);
+    w.ok(&[
+        "log",
+        "produce",
+        "ev",
+        "--file",
+        &write_csv(&w, "b.csv", &more),
+    ]);
     let mut off = GROUP_BY.to_vec();
     off.extend(["--checkpoint-interval", "off"]);
     let said = w.ok(&off);
     assert!(!said.contains("restoring"), "{said}");
-    assert_eq!(pieces(&w), 0, "a commit without state drops the stored state");
+    assert_eq!(
+        pieces(&w),
+        0,
+        "a commit without state drops the stored state"
+    );
     all.extend(more);
     assert_eq!(table_csv(&w, "groups"), batch(&w, &all));
     // The next run with checkpoints stores the state its replay rebuilt.
     let said = w.ok(&GROUP_BY);
-    assert!(said.contains("checkpointed the state the replay rebuilt"), "{said}");
+    assert!(
+        said.contains("checkpointed the state the replay rebuilt"),
+        "{said}"
+    );
     assert_eq!(pieces(&w), 1);
-    let bad = w.fails(&["stream", "group-by", "-i", "input=ev", "-p", "key=user",
-        "--checkpoint-interval", "0s"]);
+    let bad = w.fails(&[
+        "stream",
+        "group-by",
+        "-i",
+        "input=ev",
+        "-p",
+        "key=user",
+        "--checkpoint-interval",
+        "0s",
+    ]);
     assert!(bad.contains("give a positive duration"), "{bad}");
 }
 
@@ -220,14 +308,33 @@ fn without_checkpoints_a_restart_replays_and_the_state_is_dropped() {
 #[test]
 fn the_late_filter_goes_on_from_its_checkpointed_watermark() {
     let w = World::new();
-    w.ok(&["log", "create", "ev", "--segment-bytes", "200", "--retention-bytes", "1"]);
+    w.ok(&[
+        "log",
+        "create",
+        "ev",
+        "--segment-bytes",
+        "200",
+        "--retention-bytes",
+        "1",
+    ]);
     let produce = |name: &str, rows: &str| {
         let file = w.write(name, &format!("user,ts\n{rows}"));
         w.ok(&["log", "produce", "ev", "--file", &file]);
     };
     let stream = [
-        "stream", "window-agg", "-i", "input=ev", "-p", "key=user", "-p", "time=ts",
-        "-p", "window=tumbling:1s", "--late", "drop", "--until-caught-up",
+        "stream",
+        "window-agg",
+        "-i",
+        "input=ev",
+        "-p",
+        "key=user",
+        "-p",
+        "time=ts",
+        "-p",
+        "window=tumbling:1s",
+        "--late",
+        "drop",
+        "--until-caught-up",
     ];
     produce("a.csv", "a,100\nb,200\nc,300\n");
     w.ok(&stream);

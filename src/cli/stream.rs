@@ -138,7 +138,9 @@ fn parse_checkpoint_interval(text: &str) -> Result<CheckpointInterval, String> {
     }
     let ms = crate::time::parse_duration(text, crate::time::TimeUnit::Millis)?;
     if ms <= 0 {
-        return Err(format!("{text:?}: give a positive duration (e.g. 30s, 1m), or off"));
+        return Err(format!(
+            "{text:?}: give a positive duration (e.g. 30s, 1m), or off"
+        ));
     }
     Ok(CheckpointInterval(Some(Duration::from_millis(ms as u64))))
 }

@@ -277,13 +277,19 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
 /// commit since) and how long ago it was merged; `-` when it keeps none (a
 /// restart replays the log).
 fn checkpoint_cell(store: &dyn TableStore, id: i64) -> anyhow::Result<String> {
-    let Some(s) = store.state_summary(id).context("cannot read the checkpoint")? else {
+    let Some(s) = store
+        .state_summary(id)
+        .context("cannot read the checkpoint")?
+    else {
         return Ok("-".into());
     };
     let merged = match s.merged_at {
         Some(at) => {
             let ago = (crate::table::now_ms() - at).max(0) as u64;
-            format!("merged {} ago", format_duration(std::time::Duration::from_millis(ago)))
+            format!(
+                "merged {} ago",
+                format_duration(std::time::Duration::from_millis(ago))
+            )
         }
         None => "not merged".into(),
     };

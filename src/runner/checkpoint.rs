@@ -55,10 +55,7 @@ pub fn digest(inputs: &[TopicInput], plan: &Plan) -> String {
         );
         hash.update(line.as_bytes());
     }
-    hash.finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What a restart can go on from.
@@ -89,9 +86,11 @@ pub fn load(
 /// Applies the stored pieces in order, per partition.
 fn decode(stored: StoredState, inputs: &[TopicInput], digest: &str) -> Result<States, String> {
     if stored.digest != digest {
-        return Err("it was made for another plan of the inputs (their topics, columns or \
+        return Err(
+            "it was made for another plan of the inputs (their topics, columns or \
                     types differ)"
-            .into());
+                .into(),
+        );
     }
     if let Some(damage) = stored.damaged {
         return Err(damage);

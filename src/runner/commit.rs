@@ -40,8 +40,8 @@ use crate::metrics::StreamMetrics;
 use crate::sink::changelog::ChangelogSink;
 use crate::source::records::RecordLog;
 use crate::table::{
-    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec, StatePiece,
-    StateWrite, SwapRule, TableError, TableStore,
+    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec,
+    StatePiece, StateWrite, SwapRule, TableError, TableStore,
 };
 use crate::value::Row;
 

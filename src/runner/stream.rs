@@ -1103,7 +1103,12 @@ impl Shared {
     ) -> Result<(u64, bool), RunError> {
         let (total, drained) = self.read_until_closed(worker, feed, bad, epoch, max_records)?;
         feed.flush();
-        let report = self.report(worker.index(), &mut feed.parts, total, bad.count - bad_before);
+        let report = self.report(
+            worker.index(),
+            &mut feed.parts,
+            total,
+            bad.count - bad_before,
+        );
         feed.reports.send(report);
         self.closed.fetch_max(epoch, Ordering::SeqCst);
         Ok((total, drained))
@@ -1462,7 +1467,9 @@ fn last_applied(topic: &TopicInput, partition: u32, offset: u64) -> Result<Looku
     if reader.position() > offset {
         return Ok(Lookup::Deleted);
     }
-    reader.visit(1, Some(offset + 1), &mut |_| std::ops::ControlFlow::Continue(()))?;
+    reader.visit(1, Some(offset + 1), &mut |_| {
+        std::ops::ControlFlow::Continue(())
+    })?;
     let record = reader
         .last_lent()
         .filter(|r| r.offset == offset)

@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use bincode::Options;
+use differential_dataflow::consolidation::consolidate;
 use serde::{Deserialize, Serialize};
 
 use crate::value::Row;
@@ -175,23 +176,11 @@ impl Capture {
         keys.sort();
         let mut rows = std::mem::take(&mut self.rows);
         consolidate(&mut rows);
-        let late = std::mem::take(&mut self.late_moved).then_some(late).flatten();
+        let late = std::mem::take(&mut self.late_moved)
+            .then_some(late)
+            .flatten();
         StateDelta { keys, rows, late }
     }
-}
-
-/// Sorts `rows` and adds up the differences of equal rows, dropping zeros.
-pub fn consolidate(rows: &mut Vec<(Row, isize)>) {
-    rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut out: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
-    for (row, diff) in rows.drain(..) {
-        match out.last_mut() {
-            Some((last, n)) if *last == row => *n += diff,
-            _ => out.push((row, diff)),
-        }
-    }
-    out.retain(|(_, n)| *n != 0);
-    *rows = out;
 }
 
 #[cfg(test)]
@@ -242,12 +231,5 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(StateDelta::decode(&longer).is_err());
-    }
-
-    #[test]
-    fn consolidate_adds_up_equal_rows() {
-        let mut rows = vec![(row(2), 1), (row(1), 1), (row(2), -1), (row(1), 2)];
-        consolidate(&mut rows);
-        assert_eq!(rows, vec![(row(1), 3)]);
     }
 }

@@ -128,7 +128,9 @@ impl PartitionSource {
         projection: Projection,
     ) -> Result<PartitionSource, SourceError> {
         let reader = input.log.open(partition)?;
-        Ok(PartitionSource::with_reader(input, partition, projection, reader))
+        Ok(PartitionSource::with_reader(
+            input, partition, projection, reader,
+        ))
     }
 
     /// Opens `partition` of `input` at `offset` (or at its earliest retained
@@ -142,7 +144,9 @@ impl PartitionSource {
         offset: u64,
     ) -> Result<PartitionSource, SourceError> {
         let reader = input.log.open_at(partition, offset)?;
-        Ok(PartitionSource::with_reader(input, partition, projection, reader))
+        Ok(PartitionSource::with_reader(
+            input, partition, projection, reader,
+        ))
     }
 
     fn with_reader(
