@@ -143,7 +143,7 @@ fn a_full_disk_fails_the_batch_and_a_retry_with_space_succeeds() {
     w.ok(&["log", "create", "u", "--partitions", "2"]);
     w.ok(&["log", "produce", "u", "--file", &rows]);
     let tables = w.path("tables");
-    mount_tmpfs(&tables, 200);
+    mount_tmpfs(&tables, 400);
     let db = tables.join("tables.db");
     let db_arg = db.to_str().unwrap();
     let stream = |verb: &'static str| {

@@ -1262,27 +1262,12 @@ impl Shared {
     /// record must be the very one it applied (Kafka's leader-epoch check,
     /// with the record's checksum as the epoch).
     fn check_replayed(&self, input: usize, part: &PartitionSource) -> Result<(), RunError> {
-        let committed = self.resume().next[&(input, part.partition())];
         let topic = &self.run.inputs[input];
         // Compaction may have removed the records before the log end, so the
         // end is the log's next offset, not where the reader stopped.
         let log_end = topic.log.bounds(part.partition())?.end.max(part.position());
-        let lost = |log_end: u64, detail: String| RunError::LogRewritten {
-            deployment: self.resume().name.clone(),
-            topic: topic.log.name().to_string(),
-            partition: part.partition(),
-            committed,
-            log_end,
-            detail,
-        };
-        if log_end < committed {
-            return Err(lost(
-                log_end,
-                format!(
-                    "the partition ends at offset {log_end}, before the offsets the deployment applied"
-                ),
-            ));
-        }
+        self.check_log_end(input, part.partition(), log_end)?;
+        let lost = |detail| self.log_rewritten(input, part.partition(), log_end, detail);
         let Some(&(offset, crc)) = self.resume().applied.get(&(input, part.partition())) else {
             return Ok(());
         };
@@ -1305,7 +1290,32 @@ impl Shared {
             ),
             _ => format!("the record at offset {offset}, the last one applied, is not in the log"),
         };
-        Err(lost(log_end, detail))
+        Err(lost(detail))
+    }
+
+    /// The partition must not end before what the deployment applied (a
+    /// torn tail cut off, an older copy of the log restored).
+    fn check_log_end(&self, input: usize, partition: u32, log_end: u64) -> Result<(), RunError> {
+        if log_end >= self.resume().next[&(input, partition)] {
+            return Ok(());
+        }
+        Err(self.log_rewritten(
+            input,
+            partition,
+            log_end,
+            format!("the partition ends at offset {log_end}, before the offsets the deployment applied"),
+        ))
+    }
+
+    fn log_rewritten(&self, input: usize, partition: u32, log_end: u64, detail: String) -> RunError {
+        RunError::LogRewritten {
+            deployment: self.resume().name.clone(),
+            topic: self.run.inputs[input].log.name().to_string(),
+            partition,
+            committed: self.resume().next[&(input, partition)],
+            log_end,
+            detail,
+        }
     }
 
     /// Opens this worker's partitions at their earliest retained offsets.
@@ -1321,6 +1331,9 @@ impl Shared {
             let read = self.run.plan.inputs[input].clone();
             let mut part = match self.resume().restored {
                 true => {
+                    // Opening past the log's end is an error of its own: say
+                    // what it means first.
+                    self.check_log_end(input, partition, log_end(topic, partition, committed)?)?;
                     let part = PartitionSource::open_at(topic, partition, read, committed)?;
                     check_unapplied_kept(topic, partition, committed, part.position())?;
                     part
@@ -1452,6 +1465,9 @@ fn count_arranged(
     });
 }
 
+/// Longest wait for the last applied record of a partition to be fetched.
+const PROBE_WAIT: Duration = Duration::from_secs(10);
+
 /// What the log holds at a partition's last applied offset.
 enum Lookup {
     /// Retention deleted it: nothing to check it against.
@@ -1467,14 +1483,39 @@ fn last_applied(topic: &TopicInput, partition: u32, offset: u64) -> Result<Looku
     if reader.position() > offset {
         return Ok(Lookup::Deleted);
     }
-    reader.visit(1, Some(offset + 1), &mut |_| {
+    // A remote log fetches in the background, and a broker's end offset may
+    // fall short of its log (so its reader does not wait for the record):
+    // ask again until the record, the log's end or the deadline comes.
+    let deadline = Instant::now() + PROBE_WAIT;
+    while reader.visit(1, Some(offset + 1), &mut |_| {
         std::ops::ControlFlow::Continue(())
-    })?;
+    })? == 0
+        && reader.position() <= offset
+        && !reader.at_end()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let record = reader
         .last_lent()
         .filter(|r| r.offset == offset)
         .map(|r| (r.offset, r.fingerprint));
     Ok(Lookup::Found(record))
+}
+
+/// Where `partition` ends, as far as a restart at `committed` needs to know.
+/// A broker's end offset can fall short of its log (Tansu reports its last
+/// batch's base offset): below `committed`, the log is asked for the last
+/// applied record itself before the log is said to have lost it.
+fn log_end(topic: &TopicInput, partition: u32, committed: u64) -> Result<u64, RunError> {
+    let end = topic.log.bounds(partition)?.end;
+    if end >= committed {
+        return Ok(end);
+    }
+    Ok(match last_applied(topic, partition, committed - 1)? {
+        Lookup::Found(Some((at, _))) => end.max(at + 1),
+        _ => end,
+    })
 }
 
 /// A restart from a checkpoint reads on from the committed offset: the
