@@ -16,7 +16,10 @@
 //! state and offsets that agree). Every `--checkpoint-interval`, and when
 //! the run stops, the committer merges the deltas into one piece per
 //! partition, so what is stored stays proportional to the state, not to
-//! the epochs. A run without checkpoints clears the state with its first
+//! the epochs. A merge rewrites the whole state, so it waits, past the
+//! interval, until what was written since is a quarter of the state (or
+//! 1024 pieces): rewrites then cost a constant factor of what is written,
+//! and a restart that applies little does not rewrite a big state. A run without checkpoints clears the state with its first
 //! commit; a run that has no usable state replays the log and stores what
 //! the replay rebuilt before it commits anything.
 //!
@@ -33,7 +36,7 @@ use sha2::{Digest, Sha256};
 use crate::job::Plan;
 use crate::source::state::{PartitionState, StateDelta};
 use crate::source::topic::TopicInput;
-use crate::table::{StatePiece, StateWrite, StoredState, TableError, TableStore};
+use crate::table::{StatePiece, StateSummary, StateWrite, StoredState, TableError, TableStore};
 
 /// Changes to this when what the pieces mean changes: older ones are then
 /// not used (the run replays instead).
@@ -117,6 +120,7 @@ fn decode(stored: StoredState, inputs: &[TopicInput], digest: &str) -> Result<St
             .or_default()
             .apply(delta);
     }
+    states.values_mut().for_each(PartitionState::settle);
     Ok(states)
 }
 
@@ -132,19 +136,29 @@ pub fn pieces_of(states: &States, inputs: &[TopicInput]) -> Vec<StatePiece> {
         .collect()
 }
 
+/// A merge rewrites the whole state, so it waits until the pieces written
+/// since the last one are worth it: this fraction of the state's bytes
+/// (so rewrites cost a constant factor of what is written, however big the
+/// state), or this many pieces (each is a row to read at a restart).
+const MERGE_FRACTION: u64 = 4;
+const MERGE_PIECES: u64 = 1024;
+
 /// The committer's side: writes each epoch's pieces and merges them.
 #[derive(Debug)]
 pub struct Keeper {
     /// The plan digest the state is for.
     pub digest: String,
-    /// How often the pieces are merged.
+    /// How often, at most, the pieces are merged.
     pub interval: Duration,
     /// The inputs (names, for merged pieces).
     pub inputs: Vec<TopicInput>,
     /// When they were last merged (or the run started).
     merged: Instant,
-    /// Pieces written since.
-    unmerged: usize,
+    /// The bytes stored as of the last merge (or the run's start).
+    base: u64,
+    /// Pieces, and their bytes, written since.
+    unmerged: u64,
+    unmerged_bytes: u64,
 }
 
 impl Keeper {
@@ -155,27 +169,47 @@ impl Keeper {
             interval,
             inputs,
             merged: Instant::now(),
+            base: 0,
             unmerged: 0,
+            unmerged_bytes: 0,
         }
+    }
+
+    /// Goes on from what the store holds now: pieces beyond one per
+    /// partition were left unmerged by an earlier run.
+    pub fn stored(&mut self, summary: &StateSummary) {
+        let partitions: u64 = self.inputs.iter().map(|i| u64::from(i.partitions)).sum();
+        self.base = summary.bytes;
+        self.unmerged = summary.pieces.saturating_sub(partitions);
+        self.unmerged_bytes = 0;
+    }
+
+    /// The whole state was written: `bytes` of it.
+    pub fn replaced(&mut self, bytes: u64) {
+        self.base = bytes;
+        self.unmerged = 0;
+        self.unmerged_bytes = 0;
     }
 
     /// What an epoch's commit writes of its pieces.
     pub fn append<'a>(&'a mut self, pieces: &'a [StatePiece]) -> StateWrite<'a> {
-        self.unmerged += pieces.len();
+        self.unmerged += pieces.len() as u64;
+        self.unmerged_bytes += pieces.iter().map(|p| p.bytes.len() as u64).sum::<u64>();
         StateWrite::Append {
             digest: &self.digest,
             pieces,
         }
     }
 
-    /// Whether pieces were written since the last merge.
-    pub fn pending(&self) -> bool {
+    /// Whether the pieces written since the last merge are worth merging.
+    pub fn worth_merging(&self) -> bool {
         self.unmerged > 0
+            && (self.unmerged_bytes * MERGE_FRACTION >= self.base || self.unmerged >= MERGE_PIECES)
     }
 
     /// Whether the pieces are due to be merged.
     pub fn due(&self) -> bool {
-        self.unmerged > 0 && self.merged.elapsed() >= self.interval
+        self.worth_merging() && self.merged.elapsed() >= self.interval
     }
 
     /// Merges the stored pieces into one per partition (a full checkpoint);
@@ -206,7 +240,7 @@ impl Keeper {
             },
         )?;
         self.merged = Instant::now();
-        self.unmerged = 0;
+        self.replaced(bytes as u64);
         Ok((pieces.len(), bytes))
     }
 }

@@ -263,6 +263,12 @@ impl Committer {
             keeper: setup.keeper,
             restored: setup.restored,
         };
+        if let Some(keeper) = committer.keeper.as_mut() {
+            let id = committer.lease.deployment;
+            if let Some(summary) = committer.store.state_summary(id)? {
+                keeper.stored(&summary);
+            }
+        }
         committer.refresh_lag();
         // What the last owner committed but did not get to send.
         committer.drain_outbox();
@@ -310,8 +316,11 @@ impl Committer {
             pieces,
         };
         self.store.write_state(&self.lease, &write)?;
+        let bytes: usize = pieces.iter().map(|p| p.bytes.len()).sum();
+        if let Some(keeper) = self.keeper.as_mut() {
+            keeper.replaced(bytes as u64);
+        }
         if !self.quiet && !pieces.is_empty() {
-            let bytes: usize = pieces.iter().map(|p| p.bytes.len()).sum();
             eprintln!(
                 "kappa stream: checkpointed the state the replay rebuilt ({})",
                 crate::english::bytes(bytes as u64)
@@ -326,7 +335,7 @@ impl Committer {
         let Some(keeper) = self.keeper.as_mut() else {
             return Ok(());
         };
-        if !(keeper.due() || (now && keeper.pending())) {
+        if !(keeper.due() || (now && keeper.worth_merging())) {
             return Ok(());
         }
         let started = Instant::now();

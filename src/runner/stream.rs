@@ -1303,11 +1303,19 @@ impl Shared {
             input,
             partition,
             log_end,
-            format!("the partition ends at offset {log_end}, before the offsets the deployment applied"),
+            format!(
+                "the partition ends at offset {log_end}, before the offsets the deployment applied"
+            ),
         ))
     }
 
-    fn log_rewritten(&self, input: usize, partition: u32, log_end: u64, detail: String) -> RunError {
+    fn log_rewritten(
+        &self,
+        input: usize,
+        partition: u32,
+        log_end: u64,
+        detail: String,
+    ) -> RunError {
         RunError::LogRewritten {
             deployment: self.resume().name.clone(),
             topic: self.run.inputs[input].log.name().to_string(),

@@ -23,7 +23,6 @@
 //! timely use), checked by the store's checksum of the bytes.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 use bincode::Options;
 use differential_dataflow::consolidation::consolidate;
@@ -70,18 +69,28 @@ fn codec() -> impl Options {
 }
 
 /// All a partition's records made, as of some offset.
+///
+/// The event rows are kept as one sorted, consolidated run (what a
+/// [`StateDelta`] stores), not a hash map: a restart decodes millions of
+/// rows, and merging sorted runs costs a linear pass where hashing each row
+/// cost several times the replay it saves. Deltas are appended unsorted and
+/// merged into the run by [`PartitionState::settle`], which every reader of
+/// the rows needs first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PartitionState {
     /// Changelogs: each key's current row.
     pub keys: HashMap<Vec<u8>, Row>,
-    /// Event rows, with their multiplicities.
-    pub events: HashMap<Row, isize>,
+    /// Event rows with their multiplicities: sorted and consolidated up to
+    /// `settled`, deltas after it.
+    events: Vec<(Row, isize)>,
+    settled: usize,
     /// The late filter's watermark and drop count, under `drop`.
     pub late: Option<(Option<i64>, u64)>,
 }
 
 impl PartitionState {
-    /// Applies the next delta.
+    /// Applies the next delta (its rows are merged by the next
+    /// [`PartitionState::settle`], or once they outgrow the settled run).
     pub fn apply(&mut self, delta: StateDelta) {
         for (key, row) in delta.keys {
             match row {
@@ -89,50 +98,66 @@ impl PartitionState {
                 None => self.keys.remove(&key),
             };
         }
-        for (row, diff) in delta.rows {
-            match self.events.entry(row) {
-                Entry::Occupied(mut e) => {
-                    *e.get_mut() += diff;
-                    if *e.get() == 0 {
-                        e.remove();
-                    }
-                }
-                Entry::Vacant(e) if diff != 0 => {
-                    e.insert(diff);
-                }
-                Entry::Vacant(_) => {}
-            }
-        }
+        self.events.extend(delta.rows);
         if delta.late.is_some() {
             self.late = delta.late;
         }
+        // Merging when the tail has grown as big as the run keeps the cost
+        // of many small deltas linear overall.
+        if self.events.len() - self.settled > self.settled.max(1 << 16) {
+            self.settle();
+        }
+    }
+
+    /// Merges the applied deltas into the sorted run. The sort is stable
+    /// and finds the run already sorted: sorted run plus a tail costs
+    /// about a pass over the run and a sort of the tail.
+    pub fn settle(&mut self) {
+        if self.settled < self.events.len() {
+            consolidate(&mut self.events);
+            self.settled = self.events.len();
+        }
+    }
+
+    fn check_settled(&self) {
+        debug_assert_eq!(
+            self.settled,
+            self.events.len(),
+            "a partition state is read before its deltas were settled"
+        );
     }
 
     /// The whole state as one delta (from nothing), in a fixed order so
     /// that equal states encode to equal bytes.
     pub fn to_delta(&self) -> StateDelta {
+        self.check_settled();
         let mut keys: Vec<_> = self
             .keys
             .iter()
             .map(|(k, r)| (k.clone(), Some(r.clone())))
             .collect();
         keys.sort();
-        let mut rows: Vec<_> = self.events.iter().map(|(r, n)| (r.clone(), *n)).collect();
-        rows.sort();
         StateDelta {
             keys,
-            rows,
+            rows: self.events.clone(),
             late: self.late,
         }
     }
 
+    /// The event rows, sorted, with their multiplicities.
+    pub fn events(&self) -> &[(Row, isize)] {
+        self.check_settled();
+        &self.events
+    }
+
     /// The partition's contribution to its input collection: every key's
-    /// row once, and the event rows with their multiplicities.
-    pub fn rows(&self) -> impl Iterator<Item = (&Row, isize)> {
-        self.keys
-            .values()
-            .map(|r| (r, 1))
-            .chain(self.events.iter().map(|(r, n)| (r, *n)))
+    /// row once, and the event rows with their multiplicities; and the
+    /// keys' rows by key.
+    pub fn into_rows(self) -> (Vec<(Row, isize)>, HashMap<Vec<u8>, Row>) {
+        self.check_settled();
+        let mut rows = self.events;
+        rows.extend(self.keys.values().map(|r| (r.clone(), 1)));
+        (rows, self.keys)
     }
 
     /// Rows (with multiplicity) it holds, for sizes in messages.
@@ -209,12 +234,14 @@ mod tests {
             let bytes = d.encode();
             state.apply(StateDelta::decode(&bytes).unwrap());
         }
+        state.settle();
         assert_eq!(state.keys.len(), 1);
         assert_eq!(state.keys[&b"b".to_vec()], row(3));
-        assert_eq!(state.events, HashMap::from([(row(8), 1)]));
+        assert_eq!(state.events(), &[(row(8), 1)]);
         assert_eq!(state.late, Some((Some(10), 0)));
         let mut again = PartitionState::default();
         again.apply(state.to_delta());
+        again.settle();
         assert_eq!(again, state);
         assert_eq!(state.to_delta().encode(), again.to_delta().encode());
     }

@@ -200,9 +200,8 @@ impl PartitionSource {
         if let (Some(filter), Some(late)) = (self.rows.late.as_mut(), state.late) {
             filter.restore(late);
         }
-        let mut rows: Vec<(Row, isize)> = state.keys.values().map(|r| (r.clone(), 1)).collect();
-        rows.extend(state.events);
-        self.rows.current = state.keys;
+        let (rows, keys) = state.into_rows();
+        self.rows.current = keys;
         rows
     }
 
