@@ -79,6 +79,85 @@ fn a_reader_never_sees_half_an_epoch() {
     });
 }
 
+/// The deployment lock lives on a connection of its own. When that
+/// connection is lost (ended by an administrator, or by the server's
+/// `idle_session_timeout`), the driving process takes the lock again before
+/// its next commit, so a second process is still refused.
+#[test]
+fn the_deployment_lock_is_taken_again_when_its_connection_is_lost() {
+    let Some(w) = World::on_postgres() else {
+        return;
+    };
+    let mut admin = Client::connect(&w.table_db, NoTls).unwrap();
+    // Every new session of this database ends after 1 s idle.
+    admin
+        .batch_execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET idle_session_timeout = ''1s''', \
+             current_database()); END $$",
+        )
+        .unwrap();
+    w.ok(&["log", "create", "clicks"]);
+    let file = w.write("c.csv", "key,n\na,1\nb,2\n");
+    w.ok(&["log", "produce", "clicks", "--file", &file]);
+    let stream = [
+        "stream",
+        "count-by",
+        "-i",
+        "input=clicks",
+        "-p",
+        "key=key",
+        "-q",
+    ];
+    let stderr = w.path("first.err");
+    let mut first = w
+        .kappa(&stream)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    crate::stream::wait_for_commit(&w, "counts");
+    // Idle for several timeouts: the lock's session is kept from idling.
+    std::thread::sleep(Duration::from_secs(3));
+    let err = w.fails(&stream);
+    assert!(err.contains("counts v1 is already driven by"), "{err}");
+    // An administrator ends the lock's session.
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = 'kappa deployment lock'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(ended, 1, "the stream holds its lock on one connection");
+    let lost = || std::fs::read_to_string(&stderr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !lost().contains("was lost with its connection") {
+        assert!(
+            Instant::now() < deadline && first.try_wait().unwrap().is_none(),
+            "the stream did not take its lock again: {}",
+            lost()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = w.fails(&stream);
+    assert!(err.contains("counts v1 is already driven by"), "{err}");
+    // It still streams.
+    let more = w.write("d.csv", "key,n\nc,3\n");
+    w.ok(&["log", "produce", "clicks", "--file", &more]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !table_csv(&w, "counts").contains("c,1") {
+        assert!(
+            Instant::now() < deadline && first.try_wait().unwrap().is_none(),
+            "the stream stopped after its lock was taken again: {}",
+            lost()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+}
+
 #[test]
 fn a_second_writer_is_refused_and_passwords_are_never_printed() {
     let Some(w) = World::on_postgres() else {
@@ -321,6 +400,21 @@ fn the_server_restarts_under_a_stream() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The lock was lost with the server's restarts and taken again.
+    let second = w.fails(&[
+        "stream",
+        "group-by",
+        "-i",
+        "input=clicks",
+        "-p",
+        "key=key",
+        "-p",
+        "agg=count,sum:n",
+    ]);
+    assert!(
+        second.contains("groups v1 is already driven by"),
+        "{second}"
+    );
     stream.kill().unwrap();
     stream.wait().unwrap();
     let log = std::fs::read_to_string(&stderr).unwrap();
@@ -328,6 +422,7 @@ fn the_server_restarts_under_a_stream() {
         log.contains("reconnecting") && log.contains("reconnected"),
         "{log}"
     );
+    assert!(log.contains("was lost with its connection"), "{log}");
     let out = w.path("batch");
     w.ok(&[
         "run",

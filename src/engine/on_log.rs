@@ -363,7 +363,7 @@ impl OnLog {
             table_db: settings.table_db.clone(),
             claim: started.map(|started| Claim {
                 deployment: started.deployment.id,
-                lock: started.lock,
+                lock: std::sync::Arc::new(started.lock),
                 created: started.created,
             }),
             fingerprint,

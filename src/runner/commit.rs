@@ -40,8 +40,8 @@ use crate::metrics::StreamMetrics;
 use crate::sink::changelog::ChangelogSink;
 use crate::source::records::RecordLog;
 use crate::table::{
-    Deployment, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag, SinkSpec,
-    StatePiece, StateWrite, SwapRule, TableError, TableStore,
+    Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Kept, Lease,
+    PartitionLag, SinkSpec, StatePiece, StateWrite, SwapRule, TableError, TableStore,
 };
 use crate::value::Row;
 
@@ -196,6 +196,8 @@ pub struct Committer {
     keeper: Option<Keeper>,
     /// The state was restored: epoch 0 replayed nothing to store.
     restored: bool,
+    /// The deployment lock this process holds (on process 0).
+    lock: Option<Arc<DeploymentLock>>,
 }
 
 /// The committer's fixed parts.
@@ -224,6 +226,8 @@ pub struct CommitterSetup {
     /// Whether the run restored a checkpoint (so epoch 0 replayed nothing,
     /// and bad rows are counted on from the deployment's total).
     pub restored: bool,
+    /// The deployment lock this process holds, kept between epochs.
+    pub lock: Option<Arc<DeploymentLock>>,
 }
 
 impl Committer {
@@ -262,6 +266,7 @@ impl Committer {
             held: None,
             keeper: setup.keeper,
             restored: setup.restored,
+            lock: setup.lock,
         };
         if let Some(keeper) = committer.keeper.as_mut() {
             let id = committer.lease.deployment;
@@ -434,6 +439,24 @@ impl Committer {
         Ok((to, thread))
     }
 
+    /// The deployment lock can be lost with its connection while this
+    /// process lives (a server restart, an idle timeout): it is taken
+    /// again before the next commit, or the run stops if another process
+    /// holds it now.
+    fn keep_lock(&self) -> Result<(), TableError> {
+        let Some(lock) = &self.lock else {
+            return Ok(());
+        };
+        if let Kept::Retaken(why) = lock.keep()? {
+            tracing::warn!("the deployment lock was lost ({why}) and is held again");
+            eprintln!(
+                "kappa stream: the deployment lock ({}) was lost with its connection ({why}); took it again",
+                lock.describe()
+            );
+        }
+        Ok(())
+    }
+
     /// Between epochs: a building version checks whether it has caught up
     /// (and swaps in); every version notices, even when idle, that it was
     /// retired by a swap elsewhere or taken over by another process
@@ -446,6 +469,7 @@ impl Committer {
         }
         self.last_state_check = Instant::now();
         self.store.check_lease(&self.lease)?;
+        self.keep_lock()?;
         let state = self.store.deployment(self.lease.deployment)?.state;
         if !state.accepts_epochs() {
             return Err(TableError::StateConflict {

@@ -222,7 +222,7 @@ pub struct Claim {
     /// The deployment's id in the table store.
     pub deployment: i64,
     /// Held for the whole run: only its holder may take the deployment over.
-    pub lock: DeploymentLock,
+    pub lock: Arc<DeploymentLock>,
     /// This process created the deployment: if the run fails before its
     /// first commit, it removes it again rather than leave an empty version.
     pub created: bool,
@@ -1396,6 +1396,7 @@ impl Shared {
                 Keeper::new(self.digest.clone(), interval, self.run.inputs.clone())
             }),
             restored: start.restored,
+            lock: self.run.claim.as_ref().map(|c| c.lock.clone()),
         })?)
     }
 

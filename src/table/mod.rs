@@ -54,7 +54,7 @@ pub use deployment::{
 pub use diff::{Change, DiffCounts, SwapRule, TableDiff};
 pub use error::TableError;
 pub use outbox::{SinkMessage, SinkSpec};
-pub use owner::{DeploymentLock, Lease, this_process};
+pub use owner::{DeploymentLock, Kept, Lease, this_process};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use state::{StatePiece, StateSummary, StateWrite, StoredState};

@@ -22,6 +22,7 @@
 //!
 //! [`TableStore::take_over`]: super::TableStore::take_over
 
+use super::TableError;
 use super::deployment::Deployment;
 
 /// A process's right to write a deployment: valid while the deployment's
@@ -52,20 +53,38 @@ pub(super) fn describe(d: &Deployment) -> String {
     d.to_string()
 }
 
+/// What holds a deployment lock: a lock file, or a server session.
+pub(super) trait Holder: Send {
+    /// Whether the lock is still held, taken again where what held it was
+    /// lost (a connection); `Err(Owned)` when another process holds it now.
+    /// A file lock cannot be lost while the process lives.
+    fn keep(&mut self) -> Result<Kept, TableError> {
+        Ok(Kept::Held)
+    }
+}
+
+/// What [`DeploymentLock::keep`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// Still held.
+    Held,
+    /// It had been lost (why), and is held again.
+    Retaken(String),
+}
+
 /// The lock a process holds while it drives a deployment (from
 /// [`TableStore::lock`](super::TableStore::lock)); released when dropped or
 /// when the process dies.
 pub struct DeploymentLock {
-    /// The file lock or the connection that holds the session lock (in a
-    /// mutex only so that the lock is `Sync`; nothing locks it).
-    _held: std::sync::Mutex<Box<dyn Send>>,
+    /// The file lock or the connection that holds the session lock.
+    held: std::sync::Mutex<Box<dyn Holder>>,
     what: String,
 }
 
 impl DeploymentLock {
-    pub(super) fn new(held: impl Send + 'static, what: String) -> DeploymentLock {
+    pub(super) fn new(held: impl Holder + 'static, what: String) -> DeploymentLock {
         DeploymentLock {
-            _held: std::sync::Mutex::new(Box::new(held)),
+            held: std::sync::Mutex::new(Box::new(held)),
             what,
         }
     }
@@ -73,6 +92,14 @@ impl DeploymentLock {
     /// What holds it: the lock file, or the advisory lock's key.
     pub fn describe(&self) -> &str {
         &self.what
+    }
+
+    /// Checks that it is still held, and takes it again if what held it
+    /// was lost (see [`Holder::keep`]). The driving process calls it
+    /// between commits, so that a second process is refused also after the
+    /// lock's connection was lost.
+    pub fn keep(&self) -> Result<Kept, TableError> {
+        self.held.lock().expect("deployment lock poisoned").keep()
     }
 }
 

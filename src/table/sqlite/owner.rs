@@ -80,6 +80,9 @@ pub(super) fn require_lease(conn: &Connection, lease: &Lease) -> Result<(), Tabl
     })
 }
 
+/// A lock file cannot be lost while the process lives.
+impl crate::table::owner::Holder for FileLock {}
+
 /// Locks deployment `d` of the store at `store`, or fails with `Owned`
 /// naming the process that holds it.
 pub(super) fn lock_file(store: &Path, d: &Deployment) -> Result<DeploymentLock, TableError> {
