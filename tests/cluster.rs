@@ -474,7 +474,8 @@ fn a_killed_process_ends_the_others_promptly_with_nothing_committed() {
         killed.elapsed()
     );
     assert!(
-        err.contains("lost process 1 (127.0.0.1:") && err.contains("nothing was committed"),
+        err.contains("lost process 1 (127.0.0.1:")
+            && err.contains("nothing of the current epoch was committed"),
         "{err}"
     );
     assert!(

@@ -463,6 +463,29 @@ fn groups_are_listed_reset_and_deleted_as_kafka_tools_do() {
 
     let err = d.fails(&["groups", "reset", "g", "--topic", "t"], "");
     assert!(err.contains("--to-earliest"), "{err}");
+    // A misspelt group is refused, not created; --create makes it.
+    let err = d.fails(
+        &["groups", "reset", "gg", "--topic", "t", "--to-latest"],
+        "",
+    );
+    assert!(
+        err.contains("topic 't' has no group 'gg' (its groups: g); pass --create to make it"),
+        "{err}"
+    );
+    d.ok(
+        &[
+            "groups",
+            "reset",
+            "gg",
+            "--topic",
+            "t",
+            "--to-latest",
+            "--create",
+        ],
+        "",
+    );
+    assert!(d.ok(&["groups", "t"], "").contains("gg "));
+    d.ok(&["groups", "delete", "gg", "--topic", "t"], "");
     d.ok(&["groups", "delete", "g", "--topic", "t"], "");
     let err = d.fails(&["groups", "delete", "g", "--topic", "t"], "");
     assert!(
@@ -492,9 +515,22 @@ fn topics_are_altered_and_deleted() {
     assert!(desc.contains("4096"), "{desc}");
     let err = d.fails(&["alter", "t", "--delete-retention-ms", "-5"], "");
     assert!(
-        err.contains("delete_retention_ms must not be negative"),
+        err.contains("--delete-retention-ms must be a number of milliseconds from 0 up, not -5"),
         "{err}"
     );
+    // Every limit names itself and its range.
+    for (flag, unit) in [
+        ("--retention-bytes", "bytes"),
+        ("--retention-ms", "milliseconds"),
+    ] {
+        let err = d.fails(&["alter", "t", flag, "-5"], "");
+        assert!(
+            err.contains(&format!(
+                "{flag} must be -1 (no limit) or a number of {unit} from 0 up, not -5"
+            )),
+            "{err}"
+        );
+    }
     assert!(d.fails(&["alter", "t"], "").contains("nothing to alter"));
 
     // A topic a deployment reads is kept unless --force.

@@ -89,7 +89,7 @@ impl WorkerConfig {
         if let Some((peer, how)) = network::lost_peer() {
             let address = self.addresses().ok().and_then(|a| a.get(peer).cloned());
             return Err(RunError::Cluster(format!(
-                "lost process {peer}{}: {how}; every process of the run stops, and nothing was committed",
+                "lost process {peer}{}: {how}; every process of the run stops, and nothing of the current epoch was committed",
                 address.map_or(String::new(), |a| format!(" ({a})"))
             )));
         }

@@ -40,7 +40,7 @@ pub fn check(kind: &'static str, name: &str) -> Result<(), TableError> {
         return Err(invalid("it is longer than 64 characters"));
     }
     if !(first.is_ascii_alphabetic() || *first == b'_') {
-        return Err(invalid("it must start with a letter or '_'"));
+        return Err(invalid("it must start with an ASCII letter or '_'"));
     }
     if !bytes
         .iter()

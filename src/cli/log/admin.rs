@@ -87,6 +87,10 @@ struct ResetArgs {
     /// Print the moves without committing them.
     #[arg(long)]
     dry_run: bool,
+    /// Create the group if the topic has none of that name (a misspelt
+    /// group is refused without it).
+    #[arg(long)]
+    create: bool,
 }
 
 pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
@@ -123,18 +127,33 @@ fn readers_of(table_db: &StoreAddr, topic: &str) -> anyhow::Result<Vec<String>> 
         .collect())
 }
 
+/// A limit flag's value: -1 (no limit) or a number from 0 up.
+fn limit_flag(flag: &str, value: Option<i64>, unit: &str) -> anyhow::Result<Option<Option<u64>>> {
+    match value {
+        None => Ok(None),
+        Some(-1) => Ok(Some(None)),
+        Some(v) => match u64::try_from(v) {
+            Ok(v) => Ok(Some(Some(v))),
+            Err(_) => {
+                bail!("{flag} must be -1 (no limit) or a number of {unit} from 0 up, not {v}")
+            }
+        },
+    }
+}
+
 pub fn alter(log: &Log, a: AlterArgs) -> anyhow::Result<()> {
+    let retention_ms = limit_flag("--retention-ms", a.retention_ms, "milliseconds")?;
+    let retention_bytes = limit_flag("--retention-bytes", a.retention_bytes, "bytes")?;
+    let delete_retention_ms = match a.delete_retention_ms {
+        Some(ms) if ms < 0 => {
+            bail!("--delete-retention-ms must be a number of milliseconds from 0 up, not {ms}")
+        }
+        other => other,
+    };
     let change = TopicChange {
-        retention_ms: a.retention_ms.map(|ms| (ms != -1).then_some(ms)),
-        retention_bytes: a
-            .retention_bytes
-            .map(|b| match b {
-                -1 => Ok(None),
-                b => u64::try_from(b).map(Some),
-            })
-            .transpose()
-            .context("--retention-bytes must be -1 or a size")?,
-        delete_retention_ms: a.delete_retention_ms,
+        retention_ms: retention_ms.map(|ms| ms.map(|ms| ms as i64)),
+        retention_bytes,
+        delete_retention_ms,
     };
     if change == TopicChange::default() {
         bail!("nothing to alter: give --retention-ms, --retention-bytes or --delete-retention-ms");
@@ -240,6 +259,20 @@ fn reset(log: &Log, r: ResetArgs) -> anyhow::Result<()> {
         _ => unreachable!("clap requires one --to-*"),
     };
     let (group, topic) = (&r.at.group, &r.at.topic);
+    let info = log
+        .topic(topic)
+        .with_context(|| format!("cannot read topic '{topic}'"))?;
+    if !r.create && !info.groups.iter().any(|g| &g.group == group) {
+        let known: Vec<&str> = info.groups.iter().map(|g| g.group.as_str()).collect();
+        bail!(
+            "topic '{topic}' has no group '{group}' (its groups: {}); pass --create to make it",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+    }
     let moves = log
         .reset_group(topic, group, to, r.dry_run)
         .with_context(|| format!("cannot reset group '{group}' on topic '{topic}'"))?;
