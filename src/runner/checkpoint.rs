@@ -19,9 +19,10 @@
 //! the epochs. A merge rewrites the whole state, so it waits, past the
 //! interval, until what was written since is a quarter of the state (or
 //! 1024 pieces): rewrites then cost a constant factor of what is written,
-//! and a restart that applies little does not rewrite a big state. A run without checkpoints clears the state with its first
-//! commit; a run that has no usable state replays the log and stores what
-//! the replay rebuilt before it commits anything.
+//! and a restart that applies little does not rewrite a big state. A run
+//! without checkpoints clears the state with its first commit; a run that
+//! has no usable state replays the log and stores what the replay rebuilt
+//! before it commits anything.
 //!
 //! Refusals (rule 3): a state for another plan (its digest), a piece that
 //! does not match its checksum or does not decode, or a piece of an input
