@@ -97,9 +97,10 @@ pub struct StreamOptions {
     #[arg(long)]
     pub until_caught_up: bool,
     /// Checkpoints: every commit stores the state its records changed, and
-    /// every DURATION (and on a clean stop) the stored state is merged into
-    /// one full checkpoint; a restart reads the log only after the committed
-    /// offsets. `off`: no state is kept, and a restart replays the log.
+    /// at most every DURATION (and on a clean stop), once what was stored
+    /// since is a quarter of the state, it is merged into one full
+    /// checkpoint; a restart reads the log only after the committed offsets.
+    /// `off`: no state is kept, and a restart replays the log.
     #[arg(long, value_name = "DURATION|off", default_value = "1m",
           value_parser = parse_checkpoint_interval)]
     pub checkpoint_interval: CheckpointInterval,

@@ -259,4 +259,43 @@ mod tests {
         longer.push(0);
         assert!(StateDelta::decode(&longer).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// Against a plain map of row to multiplicity: deltas applied in
+        /// order, settled at any points (or by themselves, past the
+        /// threshold), give the same rows, sorted, without zeros.
+        #[test]
+        fn deltas_settle_as_a_plain_map_adds_them(
+            deltas in proptest::collection::vec(
+                (proptest::collection::vec((0i64..50, -2isize..3), 0..40), proptest::bool::ANY),
+                0..60,
+            ),
+            big in 0usize..2,
+        ) {
+            let mut state = PartitionState::default();
+            let mut reference: std::collections::BTreeMap<Row, isize> = Default::default();
+            // Once, a delta past the settle threshold of its own.
+            if big == 1 {
+                let rows: Vec<(Row, isize)> = (0..(1 << 16) + 1).map(|i| (row(1000 + i), 1)).collect();
+                for (r, n) in &rows {
+                    *reference.entry(r.clone()).or_default() += n;
+                }
+                state.apply(StateDelta { keys: vec![], rows, late: None });
+            }
+            for (rows, settle) in deltas {
+                let rows: Vec<(Row, isize)> = rows.into_iter().map(|(v, n)| (row(v), n)).collect();
+                for (r, n) in &rows {
+                    *reference.entry(r.clone()).or_default() += n;
+                }
+                state.apply(StateDelta { keys: vec![], rows, late: None });
+                if settle {
+                    state.settle();
+                }
+            }
+            state.settle();
+            let expected: Vec<(Row, isize)> = reference.into_iter().filter(|(_, n)| *n != 0).collect();
+            proptest::prop_assert_eq!(state.events(), &expected[..]);
+        }
+    }
 }
