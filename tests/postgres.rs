@@ -79,6 +79,52 @@ fn a_reader_never_sees_half_an_epoch() {
     });
 }
 
+/// A stream of counts by key over a small topic `clicks`.
+const COUNT_CLICKS: [&str; 7] = [
+    "stream",
+    "count-by",
+    "-i",
+    "input=clicks",
+    "-p",
+    "key=key",
+    "-q",
+];
+
+/// Makes topic `clicks`, starts [`COUNT_CLICKS`] on it with its stderr
+/// to `stderr`, and waits for its first commit.
+fn count_clicks(w: &World, stderr: Stdio) -> std::process::Child {
+    w.ok(&["log", "create", "clicks"]);
+    let file = w.write("c.csv", "key,n\na,1\nb,2\n");
+    w.ok(&["log", "produce", "clicks", "--file", &file]);
+    let child = w
+        .kappa(&COUNT_CLICKS)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    crate::stream::wait_for_commit(w, "counts");
+    child
+}
+
+/// Waits up to 20 s for `done`, failing at once if `child` exits (with
+/// `log`, what it wrote) that the stream did not `what`.
+fn wait_while_running(
+    child: &mut std::process::Child,
+    what: &str,
+    log: &dyn Fn() -> String,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(
+            Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "the stream did not {what}: {}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The deployment lock lives on a connection of its own. When that
 /// connection is lost (ended by an administrator, or by the server's
 /// `idle_session_timeout`), the driving process takes the lock again before
@@ -96,29 +142,11 @@ fn the_deployment_lock_is_taken_again_when_its_connection_is_lost() {
              current_database()); END $$",
         )
         .unwrap();
-    w.ok(&["log", "create", "clicks"]);
-    let file = w.write("c.csv", "key,n\na,1\nb,2\n");
-    w.ok(&["log", "produce", "clicks", "--file", &file]);
-    let stream = [
-        "stream",
-        "count-by",
-        "-i",
-        "input=clicks",
-        "-p",
-        "key=key",
-        "-q",
-    ];
     let stderr = w.path("first.err");
-    let mut first = w
-        .kappa(&stream)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    crate::stream::wait_for_commit(&w, "counts");
+    let mut first = count_clicks(&w, std::fs::File::create(&stderr).unwrap().into());
     // Idle for several timeouts: the lock's session is kept from idling.
     std::thread::sleep(Duration::from_secs(3));
-    let err = w.fails(&stream);
+    let err = w.fails(&COUNT_CLICKS);
     assert!(err.contains("counts v1 is already driven by"), "{err}");
     // An administrator ends the lock's session.
     let ended: i64 = admin
@@ -130,30 +158,18 @@ fn the_deployment_lock_is_taken_again_when_its_connection_is_lost() {
         .unwrap()
         .get(0);
     assert_eq!(ended, 1, "the stream holds its lock on one connection");
-    let lost = || std::fs::read_to_string(&stderr).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !lost().contains("was lost with its connection") {
-        assert!(
-            Instant::now() < deadline && first.try_wait().unwrap().is_none(),
-            "the stream did not take its lock again: {}",
-            lost()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let err = w.fails(&stream);
+    let log = || std::fs::read_to_string(&stderr).unwrap();
+    wait_while_running(&mut first, "take its lock again", &log, || {
+        log().contains("was lost with its connection")
+    });
+    let err = w.fails(&COUNT_CLICKS);
     assert!(err.contains("counts v1 is already driven by"), "{err}");
     // It still streams.
     let more = w.write("d.csv", "key,n\nc,3\n");
     w.ok(&["log", "produce", "clicks", "--file", &more]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !table_csv(&w, "counts").contains("c,1") {
-        assert!(
-            Instant::now() < deadline && first.try_wait().unwrap().is_none(),
-            "the stream stopped after its lock was taken again: {}",
-            lost()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_while_running(&mut first, "apply records after it", &log, || {
+        table_csv(&w, "counts").contains("c,1")
+    });
     first.kill().unwrap();
     first.wait().unwrap();
 }
@@ -163,26 +179,8 @@ fn a_second_writer_is_refused_and_passwords_are_never_printed() {
     let Some(w) = World::on_postgres() else {
         return;
     };
-    w.ok(&["log", "create", "clicks"]);
-    let file = w.write("c.csv", "key,n\na,1\nb,2\n");
-    w.ok(&["log", "produce", "clicks", "--file", &file]);
-    let stream = [
-        "stream",
-        "count-by",
-        "-i",
-        "input=clicks",
-        "-p",
-        "key=key",
-        "-q",
-    ];
-    let mut first = w
-        .kappa(&stream)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    crate::stream::wait_for_commit(&w, "counts");
-    let err = w.fails(&stream);
+    let mut first = count_clicks(&w, Stdio::null());
+    let err = w.fails(&COUNT_CLICKS);
     assert!(err.contains("counts v1 is already driven by"), "{err}");
     first.kill().unwrap();
     first.wait().unwrap();

@@ -45,6 +45,10 @@ use crate::table::{
 };
 use crate::value::Row;
 
+/// How often the deployment lock is checked (see `Committer::keep_lock`):
+/// well within any `idle_session_timeout` an administrator would set.
+const LOCK_CHECK_EVERY: Duration = Duration::from_millis(200);
+
 /// How often a running stream prints a progress (or idle) line.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -196,8 +200,10 @@ pub struct Committer {
     keeper: Option<Keeper>,
     /// The state was restored: epoch 0 replayed nothing to store.
     restored: bool,
-    /// The deployment lock this process holds (on process 0).
+    /// The deployment lock this process holds (on process 0), and when
+    /// it was last checked.
     lock: Option<Arc<DeploymentLock>>,
+    lock_checked: Instant,
 }
 
 /// The committer's fixed parts.
@@ -267,6 +273,7 @@ impl Committer {
             keeper: setup.keeper,
             restored: setup.restored,
             lock: setup.lock,
+            lock_checked: now,
         };
         if let Some(keeper) = committer.keeper.as_mut() {
             let id = committer.lease.deployment;
@@ -443,10 +450,17 @@ impl Committer {
     /// process lives (a server restart, an idle timeout): it is taken
     /// again before the next commit, or the run stops if another process
     /// holds it now.
-    fn keep_lock(&self) -> Result<(), TableError> {
-        let Some(lock) = &self.lock else {
+    fn keep_lock(&mut self) -> Result<(), TableError> {
+        // A building version comes here every epoch: the lock's round trip
+        // is paid a few times a second, not per epoch.
+        let Some(lock) = self
+            .lock
+            .as_ref()
+            .filter(|_| self.lock_checked.elapsed() >= LOCK_CHECK_EVERY)
+        else {
             return Ok(());
         };
+        self.lock_checked = Instant::now();
         if let Kept::Retaken(why) = lock.keep()? {
             tracing::warn!("the deployment lock was lost ({why}) and is held again");
             eprintln!(
