@@ -28,7 +28,8 @@ use bincode::Options;
 use differential_dataflow::consolidation::consolidate;
 use serde::{Deserialize, Serialize};
 
-use crate::value::Row;
+use crate::row_map::{RowMap, hash_values};
+use crate::value::{Row, Value};
 
 /// The changes since the last [`StateDelta`] was taken from a partition, or
 /// a whole state (a delta from nothing).
@@ -172,17 +173,61 @@ impl PartitionState {
 }
 
 /// Collects what a reader's records change, between two takes.
-#[derive(Debug, Default)]
+///
+/// Event rows are counted in a hash map, so a take sorts only the distinct
+/// rows: sorting every row read, at every epoch, cost a catch-up 3 to 4
+/// times its reading (`Value::cmp` was 37% of it). The map is probed in
+/// batches of [`BATCH`] rows hashed ahead, each entry prefetched a few rows
+/// before its probe (as the combiner does): probed one row at a time, its
+/// cache misses were 37% of a catch-up.
+#[derive(Default)]
 pub(crate) struct Capture {
     /// Keys whose row changed (the row now is the reader's).
     pub keys: std::collections::HashSet<Vec<u8>>,
-    /// Event rows admitted, not yet consolidated.
-    pub rows: Vec<(Row, isize)>,
+    /// Event rows counted since the last take, with their multiplicities.
+    rows: RowMap<isize>,
+    /// Rows admitted but not yet counted, and their hashes.
+    pending: Vec<(Row, isize)>,
+    hashes: Vec<u64>,
     /// The late filter moved (or dropped an event).
     pub late_moved: bool,
 }
 
+/// Rows hashed before they are counted (see [`Capture`]).
+const BATCH: usize = 1024;
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("keys", &self.keys.len())
+            .field("rows", &(self.rows.len() + self.pending.len()))
+            .field("late_moved", &self.late_moved)
+            .finish()
+    }
+}
+
 impl Capture {
+    /// Counts an event row admitted `diff` more times.
+    pub fn add(&mut self, row: &[Value], diff: isize) {
+        self.hashes.push(hash_values(row));
+        self.pending.push((row.to_vec(), diff));
+        if self.pending.len() == BATCH {
+            self.count_pending();
+        }
+    }
+
+    fn count_pending(&mut self) {
+        for (i, (row, diff)) in self.pending.drain(..).enumerate() {
+            self.rows.prefetch_for(&self.hashes, i);
+            let hash = self.hashes[i];
+            match self.rows.get_mut(hash, &row) {
+                Some(n) => *n += diff,
+                None => self.rows.insert_new(hash, row.into(), diff),
+            }
+        }
+        self.hashes.clear();
+    }
+
     /// The delta since the last take: `current` gives each changed key's
     /// row now, `late` the filter's state now.
     pub fn take(
@@ -199,8 +244,15 @@ impl Capture {
             })
             .collect();
         keys.sort();
-        let mut rows = std::mem::take(&mut self.rows);
-        consolidate(&mut rows);
+        self.count_pending();
+        let mut rows: Vec<(Row, isize)> = self
+            .rows
+            .drain()
+            .filter(|(_, n)| *n != 0)
+            .map(|(row, n)| (row.into_vec(), n))
+            .collect();
+        // Distinct rows: an unstable sort gives the one order there is.
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let late = std::mem::take(&mut self.late_moved)
             .then_some(late)
             .flatten();
@@ -211,7 +263,6 @@ impl Capture {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Value;
 
     fn row(v: i64) -> Row {
         vec![Value::Int(v), Value::str("x")]
@@ -244,6 +295,17 @@ mod tests {
         again.settle();
         assert_eq!(again, state);
         assert_eq!(state.to_delta().encode(), again.to_delta().encode());
+    }
+
+    #[test]
+    fn a_capture_counts_rows_and_takes_them_sorted_without_zeros() {
+        let mut capture = Capture::default();
+        for (v, n) in [(3, 1), (1, 1), (3, 1), (2, 1), (2, -1), (1, 2)] {
+            capture.add(&row(v), n);
+        }
+        let delta = capture.take(&HashMap::new(), None);
+        assert_eq!(delta.rows, vec![(row(1), 3), (row(3), 2)]);
+        assert!(capture.take(&HashMap::new(), None).is_empty());
     }
 
     #[test]

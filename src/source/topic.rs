@@ -363,7 +363,7 @@ impl PartitionRows {
                 };
                 if admitted {
                     if let Some(c) = self.capture.as_mut() {
-                        c.rows.push((row.clone(), 1));
+                        c.add(row, 1);
                     }
                     emit(row, 1);
                 }
