@@ -463,20 +463,26 @@ fn sigterm_to_the_launcher_stops_every_process_of_a_stream_cleanly() {
 struct Namespaces {
     names: [String; 2],
     addresses: [String; 2],
+    veths: [String; 2],
 }
 
 impl Namespaces {
     /// `None` (with the reason) where namespaces cannot be made here.
     fn new() -> Result<Namespaces, String> {
-        let id = std::process::id();
+        // Tests of one binary run at once: each pair has its own names and
+        // subnet.
+        static PAIRS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let pair = PAIRS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let id = format!("{}x{pair}", std::process::id());
         let names = [format!("kappa-a-{id}"), format!("kappa-b-{id}")];
-        let net = format!("10.213.{}", id % 250);
+        let net = format!("10.{}.{}", 213 + pair % 40, std::process::id() % 250);
+        let (va, vb) = (format!("kva{id}"), format!("kvb{id}"));
         let ns = Namespaces {
             addresses: [format!("{net}.1"), format!("{net}.2")],
             names,
+            veths: [va.clone(), vb.clone()],
         };
         let [a, b] = &ns.names;
-        let (va, vb) = (format!("kva{id}"), format!("kvb{id}"));
         let steps: Vec<Vec<String>> = vec![
             vec!["netns".into(), "add".into(), a.clone()],
             vec!["netns".into(), "add".into(), b.clone()],
@@ -502,6 +508,73 @@ impl Namespaces {
             ip(Some(name), &["link", "set", "lo", "up"].map(String::from))?;
         }
         Ok(ns)
+    }
+}
+
+impl Namespaces {
+    /// Namespaces, or (without `KAPPA_REQUIRE_SERVICES`) `None` with the
+    /// test's skip reported.
+    fn for_test(test: &str) -> Option<Namespaces> {
+        match Namespaces::new() {
+            Ok(ns) => Some(ns),
+            Err(why) => {
+                assert!(
+                    std::env::var("KAPPA_REQUIRE_SERVICES").is_err(),
+                    "{test}: cannot create network namespaces ({why})"
+                );
+                eprintln!("SKIPPED {test}: cannot create network namespaces here ({why})");
+                None
+            }
+        }
+    }
+
+    /// Takes the link between the namespaces down (`up` false) or up: a
+    /// partition that closes no socket.
+    fn link(&self, up: bool) {
+        for (name, veth) in self.names.iter().zip(&self.veths) {
+            let state = if up { "up" } else { "down" };
+            ip(Some(name), &["link", "set", veth, state].map(String::from)).unwrap();
+        }
+    }
+
+    /// Process `process` of 2 of `kappa ARGS`, run in its namespace.
+    fn start(&self, w: &World, hosts: &PathBuf, process: usize, args: &[String]) -> Child {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &self.names[process], crate::common::KAPPA])
+            .args(args)
+            .args(["--processes", "2", "--process", &process.to_string()])
+            .arg("--hostfile")
+            .arg(hosts)
+            .env("KAPPA_LOG_DIR", w.path("log"))
+            .env("KAPPA_TABLE_DB", w.path("tables.db"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// A host file with one address per namespace, on `port`.
+    fn hostfile(&self, w: &World, port: u16) -> PathBuf {
+        let hosts = w.path(&format!("hosts-netns-{port}"));
+        let text: String = self
+            .addresses
+            .iter()
+            .map(|a| format!("{a}:{port}\n"))
+            .collect();
+        std::fs::write(&hosts, text).unwrap();
+        hosts
+    }
+
+    /// Runs `kappa ARGS` as both processes, which must succeed.
+    fn both(&self, w: &World, hosts: &PathBuf, args: &[String]) {
+        let p1 = self.start(w, hosts, 1, args);
+        let p0 = self.start(w, hosts, 0, args);
+        for (i, p) in [p0, p1].into_iter().enumerate() {
+            let out = wait_within(p, Duration::from_secs(120)).expect("a process hung");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "process {i}: {err}");
+        }
     }
 }
 
@@ -532,50 +605,17 @@ fn ip(ns: Option<&str>, args: &[String]) -> Result<(), String> {
 
 #[test]
 fn processes_in_separate_network_namespaces_stream_and_run_as_one() {
-    let ns = match Namespaces::new() {
-        Ok(ns) => ns,
-        Err(why) => {
-            eprintln!(
-                "SKIPPED processes_in_separate_network_namespaces_stream_and_run_as_one: cannot create network namespaces here ({why}); the other cluster tests run over loopback"
-            );
-            return;
-        }
+    let Some(ns) =
+        Namespaces::for_test("processes_in_separate_network_namespaces_stream_and_run_as_one")
+    else {
+        return;
     };
     let w = World::new();
-    let hosts = w.path("hosts-netns");
-    let text: String = ns
-        .addresses
-        .iter()
-        .map(|a| format!("{a}:24301\n"))
-        .collect();
-    std::fs::write(&hosts, text).unwrap();
+    let hosts = ns.hostfile(&w, 24301);
     let data = Data::new(&w, 0x4e7, 900);
     data.produce(&w, 0);
     data.produce(&w, 1);
-    let in_ns = |process: usize, args: &[String]| -> Child {
-        std::process::Command::new("ip")
-            .args(["netns", "exec", &ns.names[process], crate::common::KAPPA])
-            .args(args)
-            .args(["--processes", "2", "--process", &process.to_string()])
-            .arg("--hostfile")
-            .arg(&hosts)
-            .env("KAPPA_LOG_DIR", w.path("log"))
-            .env("KAPPA_TABLE_DB", w.path("tables.db"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let both = |args: &[String]| {
-        let p1 = in_ns(1, args);
-        let p0 = in_ns(0, args);
-        for (i, p) in [p0, p1].into_iter().enumerate() {
-            let out = wait_within(p, Duration::from_secs(120)).expect("a process hung");
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "process {i}: {err}");
-        }
-    };
+    let both = |args: &[String]| ns.both(&w, &hosts, args);
     let job = &JOBS[0];
     both(&until_caught_up(job, 1));
     assert_table_is_batch(&w, &data, job, "across two network namespaces");
@@ -599,4 +639,60 @@ fn processes_in_separate_network_namespaces_stream_and_run_as_one() {
     both(&run);
     let batch = std::fs::read_to_string(out.join(format!("{}.csv", job.output))).unwrap();
     assert_eq!(batch.replace('"', ""), data.batch(&w, job));
+}
+
+/// A partition (the link between the namespaces goes down, closing no
+/// socket) ends both processes of a live stream within the peer timeout,
+/// each naming the other; after the link heals, a restart equals batch.
+#[test]
+fn a_network_partition_ends_every_process_within_the_peer_timeout() {
+    let Some(ns) =
+        Namespaces::for_test("a_network_partition_ends_every_process_within_the_peer_timeout")
+    else {
+        return;
+    };
+    let w = World::new();
+    let hosts = ns.hostfile(&w, 24302);
+    let data = Data::new(&w, 0x9a7, 900);
+    data.produce(&w, 0);
+    let job = &JOBS[0];
+    let mut args = stream_args(job);
+    args.extend(["--workers", "1", "--max-batch", "50", "--peer-timeout", "3"].map(String::from));
+    let p1 = ns.start(&w, &hosts, 1, &args);
+    let mut p0 = ns.start(&w, &hosts, 0, &args);
+    wait_for_commit_of(&w, job.output, &mut p0);
+    ns.link(false);
+    let cut = Instant::now();
+    let waiters: Vec<_> = [p0, p1]
+        .into_iter()
+        .map(|p| std::thread::spawn(move || wait_within(p, Duration::from_secs(60))))
+        .collect();
+    for (process, waiter) in waiters.into_iter().enumerate() {
+        let out = waiter
+            .join()
+            .unwrap()
+            .expect("a process hung in the partition");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let other = 1 - process;
+        assert!(!out.status.success(), "process {process}: {err}");
+        assert!(
+            err.contains(&format!(
+                "lost process {other} ({}:24302): no heartbeat for 3 s",
+                ns.addresses[other]
+            )) && err.contains("nothing of the current epoch was committed"),
+            "process {process}: {err}"
+        );
+        assert!(!err.contains("panicked"), "process {process}: {err}");
+    }
+    // Both waits ran at once: the later exit is within the timeout and
+    // the time to notice and stop.
+    assert!(
+        cut.elapsed() < Duration::from_secs(3 + 7),
+        "the processes took {:?} to end after the partition",
+        cut.elapsed()
+    );
+    ns.link(true);
+    data.produce(&w, 1);
+    ns.both(&w, &hosts, &until_caught_up(job, 1));
+    assert_table_is_batch(&w, &data, job, "after a network partition");
 }

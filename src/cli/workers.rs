@@ -38,6 +38,11 @@ pub struct WorkerArgs {
     /// How long a cluster run waits for its other processes to connect.
     #[arg(long, value_name = "SECONDS", default_value_t = WorkerConfig::CONNECT_TIMEOUT.as_secs())]
     connect_timeout: u64,
+    /// How long a process of a cluster run waits without a heartbeat from
+    /// another (a network partition, a stopped process) before every
+    /// process it can reach exits with an error; 0: for ever.
+    #[arg(long, value_name = "SECONDS", default_value_t = WorkerConfig::PEER_TIMEOUT.as_secs_f64())]
+    peer_timeout: f64,
 }
 
 impl WorkerArgs {
@@ -58,12 +63,18 @@ impl WorkerArgs {
                 self.processes
             );
         }
+        if !(self.peer_timeout >= 0.0 && self.peer_timeout <= 86_400.0) {
+            anyhow::bail!("--peer-timeout must be from 0 (wait for ever) to 86400 seconds");
+        }
+        let peer_timeout = (self.peer_timeout > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(self.peer_timeout.max(0.1)));
         Ok(WorkerConfig {
             threads,
             processes: self.processes.max(1),
             process: self.process,
             hostfile: self.hostfile.clone(),
             connect_timeout: std::time::Duration::from_secs(self.connect_timeout),
+            peer_timeout,
         })
     }
 }
@@ -79,6 +90,7 @@ mod tests {
             process: 0,
             hostfile: None,
             connect_timeout: 1,
+            peer_timeout: 10.0,
         }
         .config()
     }

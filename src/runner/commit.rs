@@ -799,11 +799,10 @@ impl Committer {
         self.last_report = Instant::now();
         self.refresh_lag();
         let lag: u64 = self.lag.iter().map(|l| l.lag).sum();
-        let last = match self.last_record {
-            Some(t) => format!("last record {} s ago", t.elapsed().as_secs()),
-            None => "no record read since the start".into(),
-        };
-        eprintln!("kappa stream: idle, lag {lag}, {last}");
+        eprintln!(
+            "kappa stream: {}",
+            idle_line(lag, self.last_record.map(|t| t.elapsed()))
+        );
     }
 
     /// One progress line on stderr.
@@ -816,6 +815,24 @@ impl Committer {
             stats.epoch_ms,
             count(stats.bad_rows_total, "bad row")
         );
+    }
+}
+
+/// The progress line of an epoch that read nothing: `idle` when nothing
+/// is left to read, `stalled` when the log holds records the stream does
+/// not get (a broker or a peer that does not answer), never `idle` then.
+fn idle_line(lag: u64, since_last: Option<Duration>) -> String {
+    let last = match since_last {
+        Some(t) => format!("last record {} s ago", t.as_secs()),
+        None => "no record read since the start".into(),
+    };
+    if lag == 0 {
+        format!("idle, lag 0, {last}")
+    } else {
+        format!(
+            "stalled, lag {lag}, {last}: the log holds records that it does not return \
+             (is its broker answering?)"
+        )
     }
 }
 
@@ -855,4 +872,21 @@ pub fn is_retired(e: &TableError) -> bool {
             ..
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_epoch_that_reads_nothing_with_lag_is_stalled_never_idle() {
+        let ten = Some(Duration::from_secs(10));
+        assert_eq!(idle_line(0, ten), "idle, lag 0, last record 10 s ago");
+        let line = idle_line(120_000, ten);
+        assert!(
+            line.starts_with("stalled, lag 120000, last record 10 s ago"),
+            "{line}"
+        );
+        assert!(idle_line(5, None).contains("no record read since the start"));
+    }
 }

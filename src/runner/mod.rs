@@ -10,6 +10,7 @@ mod cluster;
 pub(crate) mod combine;
 mod commit;
 mod epochs;
+mod heartbeat;
 pub mod memory;
 mod network;
 pub mod order;
@@ -38,11 +39,16 @@ pub struct WorkerConfig {
     pub hostfile: Option<PathBuf>,
     /// How long a cluster run waits for its other processes to connect.
     pub connect_timeout: Duration,
+    /// How long a process of a cluster run goes without a heartbeat from
+    /// another before the run ends (`None`: it waits for ever).
+    pub peer_timeout: Option<Duration>,
 }
 
 impl WorkerConfig {
     /// How long a cluster run waits for its peers unless told otherwise.
     pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+    /// How long a cluster run waits for a silent peer unless told otherwise.
+    pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// `threads` workers in this process.
     pub fn threads(threads: usize) -> Self {
@@ -52,6 +58,7 @@ impl WorkerConfig {
             process: 0,
             hostfile: None,
             connect_timeout: Self::CONNECT_TIMEOUT,
+            peer_timeout: Some(Self::PEER_TIMEOUT),
         }
     }
 
@@ -61,14 +68,26 @@ impl WorkerConfig {
     }
 
     /// Starts `func` on this process' workers: threads in this process, or
-    /// this process' part of a cluster run (connected to the others first).
-    fn execute<T, F>(&self, func: F) -> Result<timely::communication::WorkerGuards<T>, RunError>
+    /// this process' part of a cluster run (connected to the others first,
+    /// with heartbeats that last as long as what is returned).
+    #[allow(clippy::type_complexity)]
+    fn execute<T, F>(
+        &self,
+        func: F,
+    ) -> Result<
+        (
+            timely::communication::WorkerGuards<T>,
+            Option<heartbeat::Heartbeats>,
+        ),
+        RunError,
+    >
     where
         T: Send + 'static,
         F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
     {
         if self.processes <= 1 {
             return timely::execute(timely::Config::process(self.threads), func)
+                .map(|guards| (guards, None))
                 .map_err(RunError::Timely);
         }
         network::execute(self, &self.addresses()?, func)
@@ -84,7 +103,11 @@ impl WorkerConfig {
         F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
     {
         let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.execute(func).map(|guards| guards.join())
+            self.execute(func).map(|(guards, heartbeats)| {
+                let joined = guards.join();
+                drop(heartbeats);
+                joined
+            })
         }));
         if let Some((peer, how)) = network::lost_peer() {
             let address = self.addresses().ok().and_then(|a| a.get(peer).cloned());

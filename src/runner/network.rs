@@ -7,10 +7,13 @@
 //!
 //! Process `i` binds its address from the host file, connects to every
 //! process below it (retrying while that one starts), then accepts every
-//! process above it. Each connection opens with a hello — a magic word, the
-//! process index, the process count — so that a connection from anything
-//! else, or from a process started with another host file, is refused with
-//! a clear error instead of being taken for a peer.
+//! process above it. Each pair has two connections: timely's, and one for
+//! heartbeats ([`super::heartbeat`]), so that a peer gone silent ends the
+//! run instead of hanging it. Each connection opens with a hello — a magic
+//! word, the process index, the process count, which of the two it is —
+//! so that a connection from anything else, or from a process started with
+//! another host file, is refused with a clear error instead of being taken
+//! for a peer.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -22,22 +25,32 @@ use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
 use timely::communication::{Hooks, WorkerGuards};
 use timely::worker::Worker;
 
+use super::heartbeat::{Heartbeats, Peer};
 use super::{RunError, WorkerConfig};
 
-const MAGIC: &[u8; 8] = b"kappa-c1";
+const MAGIC: &[u8; 8] = b"kappa-c2";
 
-/// Runs `func` on this process' workers of the cluster run `config`.
+/// The connections of a pair of processes, numbered in their hello:
+/// timely's (0) and the heartbeats' (1).
+const CHANNELS: usize = 2;
+
+/// Runs `func` on this process' workers of the cluster run `config`; the
+/// heartbeats (unless `--peer-timeout` is off) last until dropped.
 pub fn execute<T, F>(
     config: &WorkerConfig,
     addresses: &[String],
     func: F,
-) -> Result<WorkerGuards<T>, RunError>
+) -> Result<(WorkerGuards<T>, Option<Heartbeats>), RunError>
 where
     T: Send + 'static,
     F: Fn(&mut Worker) -> T + Send + Sync + 'static,
 {
     watch_for_lost_peers();
-    let sockets = connect(addresses, config.process, config.connect_timeout)?;
+    let [sockets, beats] = connect(addresses, config.process, config.connect_timeout)?;
+    let heartbeats = match config.peer_timeout {
+        Some(timeout) => Some(start_heartbeats(&sockets, beats, timeout)?),
+        None => None,
+    };
     let hooks = Hooks::default();
     let local =
         ProcessBuilder::new_typed_vector(config.threads, hooks.refill.clone(), hooks.spill.clone());
@@ -45,21 +58,44 @@ where
         initialize_networking_from_sockets(local, sockets, config.process, config.threads, hooks)
             .map_err(|e| RunError::Cluster(format!("cannot start the network threads: {e}")))?;
     let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
-    timely::execute::execute_from(
+    let guards = timely::execute::execute_from(
         builders,
         Box::new(guard),
         timely::WorkerConfig::default(),
         func,
     )
-    .map_err(RunError::Timely)
+    .map_err(RunError::Timely)?;
+    Ok((guards, heartbeats))
 }
 
-/// A socket to every other process, in process order (`None` at `me`).
+/// Beats to and watches every peer (see [`super::heartbeat`]).
+fn start_heartbeats(
+    timely: &[Option<TcpStream>],
+    beats: Vec<Option<TcpStream>>,
+    timeout: Duration,
+) -> Result<Heartbeats, RunError> {
+    let cannot = |e: std::io::Error| RunError::Cluster(format!("cannot start the heartbeats: {e}"));
+    let mut peers = Vec::new();
+    for (process, (beats, timely)) in beats.into_iter().zip(timely).enumerate() {
+        if let (Some(beats), Some(timely)) = (beats, timely) {
+            let timely = timely.try_clone().map_err(cannot)?;
+            peers.push(Peer {
+                process,
+                beats,
+                timely,
+            });
+        }
+    }
+    Heartbeats::start(peers, timeout, std::sync::Arc::new(lose)).map_err(cannot)
+}
+
+/// Two sockets to every other process, in process order (`None` at
+/// `me`): timely's, and the heartbeats'.
 fn connect(
     addresses: &[String],
     me: usize,
     timeout: Duration,
-) -> Result<Vec<Option<TcpStream>>, RunError> {
+) -> Result<[Vec<Option<TcpStream>>; CHANNELS], RunError> {
     let deadline = Instant::now() + timeout;
     let listener = TcpListener::bind(&addresses[me]).map_err(|e| {
         RunError::Cluster(format!(
@@ -67,31 +103,41 @@ fn connect(
             addresses[me]
         ))
     })?;
-    let mut sockets: Vec<Option<TcpStream>> = (0..addresses.len()).map(|_| None).collect();
+    let none = || {
+        (0..addresses.len())
+            .map(|_| None)
+            .collect::<Vec<Option<TcpStream>>>()
+    };
+    let mut sockets = [none(), none()];
     for (peer, address) in addresses.iter().enumerate().take(me) {
-        let mut stream = dial(address, deadline).map_err(|e| {
-            RunError::Cluster(format!(
-                "process {me} cannot reach process {peer} at {address} within {}s: {e}",
-                timeout.as_secs()
-            ))
-        })?;
-        hello(&mut stream, me, addresses.len()).map_err(|e| {
-            RunError::Cluster(format!("cannot greet process {peer} at {address}: {e}"))
-        })?;
-        sockets[peer] = Some(stream);
+        for (channel, sockets) in sockets.iter_mut().enumerate() {
+            let mut stream = dial(address, deadline).map_err(|e| {
+                RunError::Cluster(format!(
+                    "process {me} cannot reach process {peer} at {address} within {}s: {e}",
+                    timeout.as_secs()
+                ))
+            })?;
+            hello(&mut stream, me, addresses.len(), channel).map_err(|e| {
+                RunError::Cluster(format!("cannot greet process {peer} at {address}: {e}"))
+            })?;
+            sockets[peer] = Some(stream);
+        }
     }
     listener
         .set_nonblocking(true)
         .map_err(|e| RunError::Cluster(format!("cannot poll {}: {e}", addresses[me])))?;
-    while let Some(missing) = (me + 1..addresses.len()).find(|&p| sockets[p].is_none()) {
+    let missing = |sockets: &[Vec<Option<TcpStream>>; CHANNELS]| {
+        (me + 1..addresses.len()).find(|&p| sockets.iter().any(|s| s[p].is_none()))
+    };
+    while let Some(missing) = missing(&sockets) {
         match listener.accept() {
             Ok((mut stream, from)) => {
-                let peer = greeted(&mut stream, me, addresses.len()).map_err(|e| {
+                let (peer, channel) = greeted(&mut stream, me, addresses.len()).map_err(|e| {
                     RunError::Cluster(format!(
                         "process {me}: a connection from {from} is not a peer: {e}"
                     ))
                 })?;
-                sockets[peer] = Some(stream);
+                sockets[channel][peer] = Some(stream);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
@@ -129,20 +175,27 @@ fn dial(address: &str, deadline: Instant) -> std::io::Result<TcpStream> {
     }
 }
 
-fn hello(stream: &mut TcpStream, me: usize, processes: usize) -> std::io::Result<()> {
+fn hello(
+    stream: &mut TcpStream,
+    me: usize,
+    processes: usize,
+    channel: usize,
+) -> std::io::Result<()> {
     let mut message = MAGIC.to_vec();
-    message.extend_from_slice(&(me as u64).to_be_bytes());
-    message.extend_from_slice(&(processes as u64).to_be_bytes());
+    for word in [me, processes, channel] {
+        message.extend_from_slice(&(word as u64).to_be_bytes());
+    }
     stream.write_all(&message)
 }
 
-/// The index of the peer that says hello on `stream`.
-fn greeted(stream: &mut TcpStream, me: usize, processes: usize) -> Result<usize, String> {
+/// The index of the peer that says hello on `stream`, and which of its
+/// connections this is.
+fn greeted(stream: &mut TcpStream, me: usize, processes: usize) -> Result<(usize, usize), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
-    let mut message = [0u8; 24];
+    let mut message = [0u8; 32];
     stream
         .read_exact(&mut message)
         .map_err(|e| format!("no hello ({e})"))?;
@@ -151,7 +204,7 @@ fn greeted(stream: &mut TcpStream, me: usize, processes: usize) -> Result<usize,
     }
     let word =
         |i: usize| u64::from_be_bytes(message[i..i + 8].try_into().expect("8 bytes")) as usize;
-    let (peer, theirs) = (word(8), word(16));
+    let (peer, theirs, channel) = (word(8), word(16), word(24));
     if theirs != processes {
         return Err(format!(
             "it is process {peer} of {theirs}, this run has {processes} processes"
@@ -162,9 +215,14 @@ fn greeted(stream: &mut TcpStream, me: usize, processes: usize) -> Result<usize,
             "it says it is process {peer}, which does not connect to process {me}"
         ));
     }
+    if channel >= CHANNELS {
+        return Err(format!(
+            "it names connection {channel} of a pair, which has {CHANNELS}"
+        ));
+    }
     stream.set_read_timeout(None).map_err(|e| e.to_string())?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    Ok(peer)
+    Ok((peer, channel))
 }
 
 /// The first connection lost in this process: timely's network threads
@@ -203,6 +261,13 @@ pub fn watch_for_lost_peers() {
             }
         }));
     });
+}
+
+/// Records that this process lost `peer`, and how, unless it lost one
+/// before.
+pub fn lose(peer: usize, how: String) {
+    let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
+    lost.get_or_insert((peer, how));
 }
 
 /// The peer this process lost, and how, if it lost one.
