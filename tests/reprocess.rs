@@ -335,6 +335,10 @@ fn a_replay_killed_between_pieces_of_an_epoch_is_rebuilt() {
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
     assert!(stderr.contains("rebuilding this version"), "{stderr}");
+    assert!(
+        stderr.contains("v2 caught up (lag 0); waiting for `kappa table swap counts --version 2`"),
+        "{stderr}"
+    );
     assert_eq!(half_written(&w), Some(0));
     let verify = w.ok(&["table", "verify", "counts", "--version", "2"]);
     assert!(verify.contains("identical (60000 rows"), "{verify}");
@@ -663,4 +667,92 @@ fn diff_then_swap_auto_if() {
     assert!(err.contains("swapped sessions to v3"), "{err}");
     assert_eq!(w.states(), vec![(1, Dropped), (2, Retired), (3, Live)]);
     same(&w.view(), &w.batch(&all, "1800"), "view");
+}
+
+/// `kappa table swap` refuses a building version that has not caught up
+/// (unless `--force`), and drops retired versions beyond `--keep` as a
+/// reprocess swap does.
+#[test]
+fn table_swap_refuses_a_version_behind_the_log_and_keeps_what_keep_says() {
+    let w = World::new();
+    let mut all = Vec::new();
+    w.ok(&["log", "create", "events", "--partitions", "1"]);
+    w.produce(&mut all, &events(0, 3000));
+    let stream = [
+        "stream",
+        "sessionize",
+        "-i",
+        "events=events",
+        "-p",
+        "gap=1800",
+    ];
+    w.ok(&[&stream[..], &["--until-caught-up", "-q"]].concat());
+    // A reprocess killed after its first epochs: v2 is building, behind.
+    let mut child = w
+        .kappa(&[
+            "reprocess",
+            "sessionize",
+            "-i",
+            "events=events",
+            "-p",
+            "gap=900",
+            "--max-batch",
+            "1",
+            "--swap",
+            "manual",
+            "-q",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let applied = |w: &World| {
+        let store = w.store();
+        let v2 = store.deployments_of("sessions").unwrap();
+        v2.iter()
+            .find(|d| d.version.0 == 2)
+            .map_or(0, |d| d.progress.records_applied)
+    };
+    while applied(&w) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60) && child.try_wait().unwrap().is_none(),
+            "the reprocess committed no epoch"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        applied(&w) < 3000,
+        "the reprocess caught up before the kill"
+    );
+    let refused = w.fails(&["table", "swap", "sessions", "--version", "2"]);
+    assert!(
+        refused.contains("not swapping sessions v2 in: v2 has not caught up yet (lag ")
+            && refused.contains("or pass --force"),
+        "{refused}"
+    );
+    assert_eq!(
+        w.states(),
+        vec![(1, DeploymentState::Live), (2, DeploymentState::Building)]
+    );
+    // Forced: v2 is live, v1 retired and kept (--keep 1).
+    let out = w.ok(&["table", "swap", "sessions", "--version", "2", "--force"]);
+    assert!(out.contains("sessions: v2 is live (retired v1)"), "{out}");
+    // Back to v1 keeping none: v2 is dropped at once.
+    let out = w.ok(&["table", "swap", "sessions", "--version", "1", "--keep", "0"]);
+    assert!(
+        out.contains("sessions: v1 is live (retired v2; dropped v2 (--keep 0))"),
+        "{out}"
+    );
+    assert_eq!(
+        w.states(),
+        vec![(1, DeploymentState::Live), (2, DeploymentState::Dropped)]
+    );
+    same(
+        &w.view(),
+        &w.batch(&all, "1800"),
+        "the view after swapping back",
+    );
 }

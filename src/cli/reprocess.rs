@@ -31,25 +31,31 @@ pub struct SwapArgs {
 
 impl SwapArgs {
     fn catch_up(&self, options: &StreamOptions) -> anyhow::Result<CatchUp> {
-        let swap = match self.swap.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-            ["auto"] => SwapPolicy::Auto,
-            ["manual"] => SwapPolicy::Manual,
-            ["auto-if", rule] => {
-                SwapPolicy::AutoIf(SwapRule::parse(rule).map_err(anyhow::Error::msg)?)
-            }
-            ["auto-if"] => {
-                anyhow::bail!("--swap auto-if needs a rule, e.g. --swap auto-if 'changed <= 1%'")
-            }
-            _ => anyhow::bail!(
-                "--swap takes auto, manual or auto-if RULE, not '{}'",
-                self.swap.join(" ")
-            ),
-        };
+        let swap = swap_policy(&self.swap)?;
         Ok(CatchUp {
             max_lag: self.max_lag.unwrap_or(options.max_batch as u64),
             swap,
             keep: self.keep,
         })
+    }
+}
+
+/// `--swap`'s words: `auto`, `manual`, or `auto-if` and its rule, given as
+/// a second word or quoted together with it (`--swap "auto-if changed <= 1%"`).
+fn swap_policy(words: &[String]) -> anyhow::Result<SwapPolicy> {
+    let text = words.join(" ");
+    match text.trim() {
+        "auto" => Ok(SwapPolicy::Auto),
+        "manual" => Ok(SwapPolicy::Manual),
+        other => match other.strip_prefix("auto-if").map(str::trim) {
+            Some("") => {
+                anyhow::bail!("--swap auto-if needs a rule, e.g. --swap auto-if 'changed <= 1%'")
+            }
+            Some(rule) if other.starts_with("auto-if ") => Ok(SwapPolicy::AutoIf(
+                SwapRule::parse(rule).map_err(anyhow::Error::msg)?,
+            )),
+            _ => anyhow::bail!("--swap takes auto, manual or auto-if RULE, not '{text}'"),
+        },
     }
 }
 
@@ -160,4 +166,32 @@ pub fn rollback(
         Some(catch_up),
         Vec::new(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(words: &[&str]) -> anyhow::Result<SwapPolicy> {
+        swap_policy(&words.iter().map(|w| w.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn an_auto_if_rule_is_taken_as_a_second_word_or_quoted_with_the_keyword() {
+        assert!(matches!(policy(&["auto"]), Ok(SwapPolicy::Auto)));
+        assert!(matches!(policy(&["manual"]), Ok(SwapPolicy::Manual)));
+        for words in [
+            &["auto-if", "changed <= 10%"][..],
+            &["auto-if changed <= 10%"],
+        ] {
+            assert!(
+                matches!(policy(words), Ok(SwapPolicy::AutoIf(_))),
+                "{words:?}"
+            );
+        }
+        let e = policy(&["auto-if"]).unwrap_err().to_string();
+        assert!(e.contains("needs a rule"), "{e}");
+        let e = policy(&["auto-iff", "x"]).unwrap_err().to_string();
+        assert!(e.contains("not 'auto-iff x'"), "{e}");
+    }
 }

@@ -51,7 +51,7 @@ enum TableCommand {
     /// Make a version live: the output's view selects from it, and the
     /// version that was live is retired (kept for rollback).
     #[command(disable_version_flag = true)]
-    Swap(VersionArgs),
+    Swap(SwapArgs),
     /// What changed between two versions of an output: keys added, removed
     /// and changed (counts and the first rows of each), e.g. before a
     /// manual swap.
@@ -98,6 +98,21 @@ struct DiffArgs {
     /// Rows shown of each kind (added, removed, changed).
     #[arg(long, default_value_t = 10)]
     limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct SwapArgs {
+    /// The output (the name of its view).
+    name: String,
+    /// The version (3 or v3).
+    #[arg(long)]
+    version: TableVersion,
+    /// Retired versions to keep after the swap; older ones are dropped.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    keep: usize,
+    /// Swap in a building version that has not caught up with the log.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -300,8 +315,16 @@ fn checkpoint_cell(store: &dyn TableStore, id: i64) -> anyhow::Result<String> {
     ))
 }
 
-fn swap(store: &mut dyn TableStore, a: &VersionArgs) -> anyhow::Result<()> {
+fn swap(store: &mut dyn TableStore, a: &SwapArgs) -> anyhow::Result<()> {
     let d = store.find_by_output(&a.name, Some(a.version.0))?;
+    if let Some(why) = behind_the_log(&d).filter(|_| !a.force) {
+        anyhow::bail!(
+            "not swapping {} {} in: {why}, so its tables are behind the log; let the \
+             `kappa reprocess` that builds it catch up (it swaps by its --swap), or pass --force",
+            a.name,
+            d.version
+        );
+    }
     let retired = store
         .swap(d.id)
         .with_context(|| format!("cannot swap {} {} in", a.name, a.version))?;
@@ -319,8 +342,34 @@ fn swap(store: &mut dyn TableStore, a: &VersionArgs) -> anyhow::Result<()> {
     } else {
         format!("retired {}", old.join(", "))
     };
-    outln!("{outputs}: {} is live ({old})", d.version)?;
+    let names: Vec<String> = d.output_names().iter().map(|n| n.to_string()).collect();
+    let mut dropped = Vec::new();
+    for id in store.retire_old(&names, a.keep)? {
+        dropped.push(store.deployment(id)?.version.to_string());
+    }
+    let dropped = match dropped.is_empty() {
+        true => String::new(),
+        false => format!("; dropped {} (--keep {})", dropped.join(", "), a.keep),
+    };
+    outln!("{outputs}: {} is live ({old}{dropped})", d.version)?;
     Ok(())
+}
+
+/// Why a building version is not caught up, by what its last commit
+/// recorded; `None` for one that is (or is not building).
+fn behind_the_log(d: &crate::table::Deployment) -> Option<String> {
+    if d.state != DeploymentState::Building {
+        return None;
+    }
+    let lag = d.progress.total_lag();
+    match (d.caught_up_at, lag) {
+        (None, _) => Some(format!(
+            "{} has not caught up yet (lag {lag} at its last commit)",
+            d.version
+        )),
+        (Some(_), lag) if lag > 0 => Some(format!("{} lags by {lag} records", d.version)),
+        _ => None,
+    }
 }
 
 /// The diff's rows as a grid (`change`, `version`, the columns); its

@@ -518,7 +518,14 @@ impl Committer {
         let d = self.store.deployment(self.lease.deployment)?;
         if d.caught_up_at.is_none() {
             self.store.mark_caught_up(&self.lease)?;
-            eprintln!("kappa: {} caught up (lag {lag})", d.version);
+            let waiting = match &catch_up.swap {
+                SwapPolicy::Manual => format!(
+                    "; waiting for `kappa table swap {} --version {}`",
+                    d.outputs[0].name, d.version.0
+                ),
+                _ => String::new(),
+            };
+            eprintln!("kappa: {} caught up (lag {lag}){waiting}", d.version);
         }
         match &catch_up.swap {
             SwapPolicy::Manual => Ok(()),
