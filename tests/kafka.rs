@@ -405,7 +405,9 @@ fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
         .unwrap();
     wait_for_commit(&w, "counts");
     broker.signal(libc::SIGSTOP);
-    std::thread::sleep(Duration::from_secs(4));
+    // Longer than a progress interval (5 s) plus the end-offset queries
+    // that time out in it, so that a progress line falls in the pause.
+    std::thread::sleep(Duration::from_secs(9));
     broker.signal(libc::SIGCONT);
     broker.produce("events", &batch(500, 500));
     // The stream is still the one started before the outage.
@@ -466,6 +468,15 @@ fn kafka_broker_paused_mid_stream_resumes_exactly_once() {
             && said.contains("the client retries")
             && said.contains("kafka topic events: reading again"),
         "the outage and the recovery were not reported:\n{said}"
+    );
+    // While the broker did not answer, the progress line said so (its lag
+    // was unknown, so never `idle, lag 0`).
+    assert!(
+        said.contains(&format!(
+            "kappa stream: stalled, waiting for broker {} (topic events) (",
+            broker.addr()
+        )),
+        "the progress line did not name the silent broker:\n{said}"
     );
     let text = w.ok(&["table", "verify", "counts"]);
     assert!(text.contains(": identical ("), "{text}");

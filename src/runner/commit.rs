@@ -182,6 +182,9 @@ pub struct Committer {
     metrics: Option<Arc<StreamMetrics>>,
     /// When the lag was last read from the log while idle.
     idle_lag_at: Instant,
+    /// Since when a log has not said where its end is (a broker that does
+    /// not answer), for the idle line.
+    silent_since: Option<Instant>,
     /// Changelog sinks, and which output each carries.
     sinks: Vec<Sink>,
     /// A sink failed: the outbox holds messages to send again.
@@ -264,6 +267,7 @@ impl Committer {
             quiet: setup.quiet,
             metrics: setup.metrics,
             idle_lag_at: now,
+            silent_since: None,
             sinks: setup.sinks,
             outbox_pending: false,
             seed,
@@ -804,12 +808,21 @@ impl Committer {
             return;
         }
         self.last_report = Instant::now();
-        self.refresh_lag();
+        let (lag, silent) = lag_and_silence(&self.topics, &self.positions);
+        self.lag = lag;
+        let silent_for = match silent {
+            Some(log) => {
+                let since = *self.silent_since.get_or_insert_with(Instant::now);
+                Some((log, since.elapsed()))
+            }
+            None => {
+                self.silent_since = None;
+                None
+            }
+        };
         let lag: u64 = self.lag.iter().map(|l| l.lag).sum();
-        eprintln!(
-            "kappa stream: {}",
-            idle_line(lag, self.last_record.map(|t| t.elapsed()))
-        );
+        let since_last = self.last_record.map(|t| t.elapsed());
+        eprintln!("kappa stream: {}", idle_line(lag, since_last, silent_for));
     }
 
     /// One progress line on stderr.
@@ -828,11 +841,18 @@ impl Committer {
 /// The progress line of an epoch that read nothing: `idle` when nothing
 /// is left to read, `stalled` when the log holds records the stream does
 /// not get (a broker or a peer that does not answer), never `idle` then.
-fn idle_line(lag: u64, since_last: Option<Duration>) -> String {
+fn idle_line(lag: u64, since_last: Option<Duration>, silent: Option<(String, Duration)>) -> String {
     let last = match since_last {
         Some(t) => format!("last record {} s ago", t.as_secs()),
         None => "no record read since the start".into(),
     };
+    if let Some((log, for_)) = silent {
+        // Its lag is unknown, so it is no sign of being idle.
+        return format!(
+            "stalled, waiting for {log} ({} s without an answer), {last}",
+            for_.as_secs()
+        );
+    }
     if lag == 0 {
         format!("idle, lag 0, {last}")
     } else {
@@ -849,10 +869,21 @@ fn lag_at(
     topics: &BTreeMap<String, Arc<dyn RecordLog>>,
     positions: &BTreeMap<(String, u32), u64>,
 ) -> Vec<PartitionLag> {
+    lag_and_silence(topics, positions).0
+}
+
+/// [`lag_at`], and the first log that did not say where its end is (a
+/// broker that does not answer), by its whereabouts.
+fn lag_and_silence(
+    topics: &BTreeMap<String, Arc<dyn RecordLog>>,
+    positions: &BTreeMap<(String, u32), u64>,
+) -> (Vec<PartitionLag>, Option<String>) {
     let mut lag = Vec::new();
+    let mut silent = None;
     for (topic, log) in topics {
         for partition in 0..log.partitions() {
             let Some(bounds) = log.bounds_for_lag(partition) else {
+                silent.get_or_insert_with(|| log.whereabouts());
                 continue;
             };
             let at = positions
@@ -866,7 +897,7 @@ fn lag_at(
             });
         }
     }
-    lag
+    (lag, silent)
 }
 
 /// True when a commit was refused because the deployment is no longer
@@ -888,12 +919,21 @@ mod tests {
     #[test]
     fn an_epoch_that_reads_nothing_with_lag_is_stalled_never_idle() {
         let ten = Some(Duration::from_secs(10));
-        assert_eq!(idle_line(0, ten), "idle, lag 0, last record 10 s ago");
-        let line = idle_line(120_000, ten);
+        assert_eq!(idle_line(0, ten, None), "idle, lag 0, last record 10 s ago");
+        let line = idle_line(120_000, ten, None);
         assert!(
             line.starts_with("stalled, lag 120000, last record 10 s ago"),
             "{line}"
         );
-        assert!(idle_line(5, None).contains("no record read since the start"));
+        assert!(idle_line(5, None, None).contains("no record read since the start"));
+        // A log that does not answer leaves the lag unknown: never idle.
+        let silent = Some((
+            "broker 127.0.0.1:9092 (topic ev)".to_string(),
+            Duration::from_secs(7),
+        ));
+        assert_eq!(
+            idle_line(0, ten, silent),
+            "stalled, waiting for broker 127.0.0.1:9092 (topic ev) (7 s without an answer), last record 10 s ago"
+        );
     }
 }

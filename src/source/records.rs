@@ -49,6 +49,11 @@ pub trait RecordLog: Send + Sync + fmt::Debug {
     fn bounds_for_lag(&self, partition: u32) -> Option<Bounds> {
         self.bounds(partition).ok()
     }
+    /// Where the log is, for a message that waits for it: `topic T`, or
+    /// for a log behind a server, the server too.
+    fn whereabouts(&self) -> String {
+        format!("topic {}", self.name())
+    }
     /// Told after each commit where the deployment stands (`partition`,
     /// next offset): a log with consumer-group dashboards may show it
     /// there. Informational only: the table store's offsets are the truth.

@@ -118,6 +118,10 @@ impl RecordLog for KafkaTopic {
         &self.url.topic
     }
 
+    fn whereabouts(&self) -> String {
+        format!("broker {} (topic {})", self.url.brokers, self.url.topic)
+    }
+
     fn partitions(&self) -> u32 {
         self.partitions
     }
