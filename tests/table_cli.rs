@@ -265,7 +265,13 @@ fn swap_and_drop_versions() {
         err.contains("swap another in first") && err.contains("is live"),
         "{err}"
     );
-    let (out, _) = ok(&db, &["swap", "pageviews", "--version", "2"]);
+    // v2 never caught up: swapping it in would serve a table behind the log.
+    let err = fails(&db, &["swap", "pageviews", "--version", "2"]);
+    assert!(
+        err.contains("not swapping pageviews v2 in: v2 has not caught up yet"),
+        "{err}"
+    );
+    let (out, _) = ok(&db, &["swap", "pageviews", "--version", "2", "--force"]);
     assert_eq!(out, "pageviews: v2 is live (retired v1)\n");
     let (rows, _) = ok(&db, &["show", "pageviews", "--csv"]);
     assert_eq!(rows, "page,views\nhome,2\n");
