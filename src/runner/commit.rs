@@ -241,8 +241,11 @@ pub struct CommitterSetup {
 
 impl Committer {
     /// A committer that has committed nothing yet in this run.
-    pub fn new(setup: CommitterSetup) -> Result<Committer, TableError> {
+    pub fn new(mut setup: CommitterSetup) -> Result<Committer, TableError> {
         let now = Instant::now();
+        if let Some(lock) = &setup.lock {
+            setup.store.keep_lock_on_reconnect(lock.clone());
+        }
         let progress = setup.store.deployment(setup.lease.deployment)?.progress;
         let seed = progress.epochs == 0;
         // A replay meets the bad rows it applied again; a restore does not.

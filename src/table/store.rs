@@ -181,6 +181,14 @@ pub trait TableStore: Send + std::fmt::Debug {
     /// Drops a building or retired deployment's tables and marks it `dropped`.
     fn drop_deployment(&mut self, id: i64) -> Result<(), TableError>;
 
+    /// The deployment lock of the deployment this store commits for: a
+    /// store that reconnects to its server keeps it (takes it again if it
+    /// was lost with the server) before it runs a transaction again.
+    fn keep_lock_on_reconnect(&mut self, lock: std::sync::Arc<DeploymentLock>) {
+        // A store without connections to lose has nothing to keep.
+        let _ = lock;
+    }
+
     /// Removes a deployment that never committed an epoch, as if it had never
     /// been created; `false`, changing nothing, once it has or when its state
     /// is no longer `created_as`.

@@ -65,6 +65,7 @@ use postgres::config::SslMode;
 use postgres::{Client, Config};
 
 use super::addr::TlsMode;
+use super::owner::Kept;
 use super::{
     Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
     PgAddr, SinkMessage, SinkSpec, StateSummary, StateWrite, StoredState, TableError, TablePage,
@@ -166,6 +167,10 @@ pub struct PgStore {
     writers: HashMap<i64, std::sync::Arc<epoch::Writer>>,
     /// The arities whose temporary change tables exist on this connection.
     temp_tables: RefCell<Vec<usize>>,
+    /// The deployment lock of the deployment this store commits for: kept
+    /// (taken again if it was lost) after every reconnect, before a
+    /// transaction runs again (see [`TableStore::keep_lock_on_reconnect`]).
+    lock: Option<std::sync::Arc<DeploymentLock>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -252,6 +257,7 @@ impl PgStore {
             client: RefCell::new(client),
             writers: HashMap::new(),
             temp_tables: RefCell::new(Vec::new()),
+            lock: None,
         })
     }
 
@@ -346,6 +352,7 @@ impl PgStore {
             let err = name_store(err, &shown);
             eprintln!("kappa: table store {shown}: {err}; reconnecting");
             self.reconnect().map_err(|e| name_store(e, &shown))?;
+            self.keep_lock()?;
             if let Some(v) = landed(self).map_err(|e| name_store(e, &shown))? {
                 eprintln!("kappa: table store {shown}: reconnected; the last commit had landed");
                 return Ok(v);
@@ -356,6 +363,23 @@ impl PgStore {
             }
             eprintln!("kappa: table store {shown}: reconnected; running the transaction again");
         }
+    }
+
+    /// A reconnect means the server may have restarted, and the deployment
+    /// lock's session with it: the lock is taken again before anything is
+    /// committed, so that no other process can take it in between.
+    fn keep_lock(&self) -> Result<(), TableError> {
+        let Some(lock) = &self.lock else {
+            return Ok(());
+        };
+        if let Kept::Retaken(why) = lock.keep()? {
+            tracing::warn!("the deployment lock was lost ({why}) and is held again");
+            eprintln!(
+                "kappa: the deployment lock ({}) was lost with its connection ({why}); took it again",
+                lock.describe()
+            );
+        }
+        Ok(())
     }
 
     /// Replaces the connection (see [`connect_with_backoff`]). The writers'
@@ -556,6 +580,10 @@ fn tls_connector(addr: &PgAddr) -> Result<postgres_native_tls::MakeTlsConnector,
 }
 
 impl TableStore for PgStore {
+    fn keep_lock_on_reconnect(&mut self, lock: std::sync::Arc<DeploymentLock>) {
+        self.lock = Some(lock);
+    }
+
     fn describe(&self) -> String {
         self.addr.to_string()
     }
