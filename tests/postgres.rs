@@ -398,7 +398,19 @@ fn the_server_restarts_under_a_stream() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    // The lock was lost with the server's restarts and taken again.
+    // The lock was lost with the server's restarts and taken again. Until
+    // the stream notices the restart, nothing holds it (a process started
+    // then takes it, and the first stops with "already driven by"): wait
+    // until it is held before the second stream tries.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !deployment_lock_held(&w.table_db) {
+        assert!(
+            Instant::now() < deadline && stream.try_wait().unwrap().is_none(),
+            "the stream did not take its lock again after the restarts: {}",
+            std::fs::read_to_string(&stderr).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let second = w.fails(&[
         "stream",
         "group-by",
@@ -440,6 +452,22 @@ fn the_server_restarts_under_a_stream() {
     assert_eq!(table_csv(&w, "groups"), batch);
     let verify = w.ok(&["table", "verify", "groups"]);
     assert!(verify.contains(": identical ("), "{verify}");
+}
+
+/// Whether a session holds a deployment lock (kappa's advisory locks of
+/// class 'kapq').
+fn deployment_lock_held(url: &str) -> bool {
+    Client::connect(url, NoTls)
+        .ok()
+        .and_then(|mut c| {
+            c.query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND classid::bigint = 1801547889",
+                &[],
+            )
+            .ok()
+        })
+        .is_some_and(|r| r.get::<_, i64>(0) > 0)
 }
 
 /// Records the live deployment has applied (0 while the server is down).
