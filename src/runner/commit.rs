@@ -40,8 +40,8 @@ use crate::metrics::StreamMetrics;
 use crate::sink::changelog::ChangelogSink;
 use crate::source::records::RecordLog;
 use crate::table::{
-    Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Kept, Lease,
-    PartitionLag, SinkSpec, StatePiece, StateWrite, SwapRule, TableError, TableStore,
+    Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, PartitionLag,
+    SinkSpec, StatePiece, StateWrite, SwapRule, TableError, TableStore,
 };
 use crate::value::Row;
 
@@ -468,14 +468,7 @@ impl Committer {
             return Ok(());
         };
         self.lock_checked = Instant::now();
-        if let Kept::Retaken(why) = lock.keep()? {
-            tracing::warn!("the deployment lock was lost ({why}) and is held again");
-            eprintln!(
-                "kappa stream: the deployment lock ({}) was lost with its connection ({why}); took it again",
-                lock.describe()
-            );
-        }
-        Ok(())
+        lock.keep_and_report()
     }
 
     /// Between epochs: a building version checks whether it has caught up

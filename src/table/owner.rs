@@ -101,6 +101,18 @@ impl DeploymentLock {
     pub fn keep(&self) -> Result<Kept, TableError> {
         self.held.lock().expect("deployment lock poisoned").keep()
     }
+
+    /// [`DeploymentLock::keep`], saying on stderr when it was taken again.
+    pub fn keep_and_report(&self) -> Result<(), TableError> {
+        if let Kept::Retaken(why) = self.keep()? {
+            tracing::warn!("the deployment lock was lost ({why}) and is held again");
+            eprintln!(
+                "kappa: the deployment lock ({}) was lost with its connection ({why}); took it again",
+                self.what
+            );
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for DeploymentLock {

@@ -65,7 +65,6 @@ use postgres::config::SslMode;
 use postgres::{Client, Config};
 
 use super::addr::TlsMode;
-use super::owner::Kept;
 use super::{
     Deployment, DeploymentLock, DeploymentState, EpochStats, InputOffset, Lease, NewDeployment,
     PgAddr, SinkMessage, SinkSpec, StateSummary, StateWrite, StoredState, TableError, TablePage,
@@ -369,17 +368,10 @@ impl PgStore {
     /// lock's session with it: the lock is taken again before anything is
     /// committed, so that no other process can take it in between.
     fn keep_lock(&self) -> Result<(), TableError> {
-        let Some(lock) = &self.lock else {
-            return Ok(());
-        };
-        if let Kept::Retaken(why) = lock.keep()? {
-            tracing::warn!("the deployment lock was lost ({why}) and is held again");
-            eprintln!(
-                "kappa: the deployment lock ({}) was lost with its connection ({why}); took it again",
-                lock.describe()
-            );
+        match &self.lock {
+            Some(lock) => lock.keep_and_report(),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Replaces the connection (see [`connect_with_backoff`]). The writers'
