@@ -64,7 +64,7 @@ impl App {
         T: Into<OsString> + Clone,
     {
         if let Err(e) = self.registry.check() {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return ExitCode::FAILURE;
         }
         crate::cli::main(&self.registry, args)

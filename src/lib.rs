@@ -37,10 +37,14 @@
 //!   tables, a table version against its recomputation), for programs.
 //! - [`metrics`], [`status`]: a running stream's Prometheus metrics, and
 //!   the HTTP server of `/metrics` and the status page over the catalog.
-//! - [`english`]: counts in messages (`1 record`, `2 records`).
+//! - [`english`]: counts in messages (`1 record`, `2 records`);
+//!   [`say`]: lines to the terminal, each written whole.
 //! - [`cli`]: the `kappa` command line.
 
 #![warn(missing_docs)]
+
+#[macro_use]
+pub mod say;
 
 pub mod app;
 pub mod calendar;

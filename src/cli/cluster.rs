@@ -176,7 +176,7 @@ fn wait_all(mut processes: Vec<Process>, stop: &AtomicBool) -> ExitCode {
             } else {
                 ""
             };
-            eprintln!("kappa cluster: process {index} failed first (exit code {code}){others}");
+            say!("kappa cluster: process {index} failed first (exit code {code}){others}");
             ExitCode::from(u8::try_from(code).unwrap_or(1).max(1))
         }
     }

@@ -106,7 +106,7 @@ pub fn run(args: LogArgs) -> anyhow::Result<()> {
     let log = Log::open(&args.log_dir)
         .with_context(|| format!("cannot open log directory {}", args.log_dir.display()))?;
     for warning in log.warnings() {
-        eprintln!("warning: {warning}");
+        say!("warning: {warning}");
     }
     match args.command {
         LogCommand::Create(a) => create(&log, a),
@@ -134,7 +134,7 @@ fn create(log: &Log, a: CreateArgs) -> anyhow::Result<()> {
     };
     log.create_topic(&a.topic, config)
         .with_context(|| format!("cannot create topic '{}'", a.topic))?;
-    eprintln!(
+    say!(
         "created topic '{}' with {} in {}",
         a.topic,
         crate::english::count(a.partitions.into(), "partition"),
@@ -158,10 +158,10 @@ pub(super) fn open_writer(
 
 fn report_open(report: &OpenReport) {
     for r in &report.recoveries {
-        eprintln!("recovered: {r}");
+        say!("recovered: {r}");
     }
     for w in &report.warnings {
-        eprintln!("warning: {w}");
+        say!("warning: {w}");
     }
 }
 

@@ -100,7 +100,7 @@ where
         // The reader of our output went away (`| head`): nothing is wrong.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            say!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -127,7 +127,7 @@ fn gen_events(args: GenArgs) -> anyhow::Result<()> {
     }
     let target = sink.finish()?;
     let secs = started.elapsed().as_secs_f64().max(1e-9);
-    eprintln!(
+    say!(
         "kappa nexmark gen: {} events ({} person, {} auction, {} bid), event time {}..{} ms, \
          into {target} in {secs:.2} s ({:.0} events/s)",
         args.events,

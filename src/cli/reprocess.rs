@@ -90,8 +90,8 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
     let started = on_log.start_building(&mut *store, args.from_earliest_available)?;
     let version = started.deployment.version;
     match started.created {
-        true => eprintln!("kappa reprocess: building {outputs} {version} beside the live version"),
-        false => eprintln!(
+        true => say!("kappa reprocess: building {outputs} {version} beside the live version"),
+        false => say!(
             "kappa reprocess: resuming the build of {outputs} {version} from its committed offsets"
         ),
     }
@@ -153,9 +153,10 @@ pub fn rollback(
     let (sources, mut store) = paths.open()?;
     let (on_log, started) =
         OnLog::start_rollback(registry, &mut *store, &sources, &args.name, args.version)?;
-    eprintln!(
+    say!(
         "kappa table rollback: resuming {} {} from its committed offsets; it goes live once caught up",
-        args.name, started.deployment.version
+        args.name,
+        started.deployment.version
     );
     drop(store);
     run_and_report(

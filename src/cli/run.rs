@@ -179,7 +179,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let result = result.with_context(|| format!("job {} failed", spec.name))?;
     if !result.holds_outputs {
         let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
-        eprintln!(
+        say!(
             "kappa run {}: process {} of {} done ({rows_in} rows in over all processes); process 0 commits the outputs to {}",
             spec.name,
             process,
@@ -191,7 +191,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     tracing::info!(elapsed = ?result.elapsed, "outputs committed");
     eprint!("{}", summary(spec.name, threads, &result, &output));
     for d in &result.decisions {
-        eprintln!("  {d}");
+        say!("  {d}");
     }
     if let Some(stats) = stats {
         eprint!("{}", stats.table());

@@ -180,9 +180,10 @@ impl StreamOptions {
     pub fn first_process(&self) -> anyhow::Result<bool> {
         let workers = self.workers.config()?;
         if !workers.is_first_process() {
-            eprintln!(
+            say!(
                 "kappa: process {} of {} reads its share of the partitions; process 0 commits",
-                workers.process, workers.processes
+                workers.process,
+                workers.processes
             );
         }
         Ok(workers.is_first_process())
@@ -246,27 +247,27 @@ pub fn run_and_report(
     let result = result.context("stream failed")?;
     let workers = &settings.workers;
     match workers.processes {
-        1 => eprintln!(
+        1 => say!(
             "kappa stream: stopped after {}",
             count(result.records, "record")
         ),
-        n => eprintln!(
+        n => say!(
             "kappa stream: process {} of {n} stopped after reading {}",
             workers.process,
             count(result.records, "record")
         ),
     }
     if result.bad_rows.count > 0 {
-        eprintln!(
+        say!(
             "skipped {}; first ones:",
             count(result.bad_rows.count, "bad record")
         );
         for (at, problem) in &result.bad_rows.examples {
-            eprintln!("  {at}: {problem}");
+            say!("  {at}: {problem}");
         }
     }
     if result.retired {
-        eprintln!("kappa stream: this version was retired (another version is live now); exiting");
+        say!("kappa stream: this version was retired (another version is live now); exiting");
     }
     Ok(())
 }
@@ -282,8 +283,8 @@ pub fn serve_status(
     let server = StatusServer::start(addr, table_db.clone(), metrics)?;
     let at = server.addr();
     match with_metrics {
-        true => eprintln!("kappa: status page on http://{at}/, metrics on http://{at}/metrics"),
-        false => eprintln!("kappa: status page on http://{at}/"),
+        true => say!("kappa: status page on http://{at}/, metrics on http://{at}/metrics"),
+        false => say!("kappa: status page on http://{at}/"),
     }
     Ok(server)
 }
@@ -327,8 +328,8 @@ fn open_and_stream(
     let started = on_log.start_live(&mut *store)?;
     let version = started.deployment.version;
     match started.created {
-        true => eprintln!("kappa stream: created {outputs} {version}"),
-        false => eprintln!("kappa stream: resuming {outputs} {version} from its committed offsets"),
+        true => say!("kappa stream: created {outputs} {version}"),
+        false => say!("kappa stream: resuming {outputs} {version} from its committed offsets"),
     }
     drop(store);
     run_and_report(

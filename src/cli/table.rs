@@ -220,7 +220,7 @@ fn show(store: &dyn TableStore, a: &ShowArgs, csv: bool) -> anyhow::Result<Grid>
             grid.push(cells.clone());
         }
     }
-    eprintln!(
+    say!(
         "{} ({}, job {} v{}): {} of {} distinct rows",
         page.table,
         d.state,
@@ -396,7 +396,7 @@ fn diff(store: &dyn TableStore, a: &DiffArgs, csv: bool) -> anyhow::Result<Grid>
     }
     summary.push_str(&format!("  unchanged {}", c.unchanged));
     if csv {
-        eprintln!("{summary}");
+        say!("{summary}");
     } else {
         outln!("{summary}")?;
     }

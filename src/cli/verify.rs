@@ -40,9 +40,10 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> an
         .with_context(|| format!("cannot read table store {}", table_db.display()))?;
     let workers = args.workers.config()?;
     if !workers.is_first_process() {
-        eprintln!(
+        say!(
             "kappa: process {} of {} recomputes its share of the partitions; process 0 compares",
-            workers.process, workers.processes
+            workers.process,
+            workers.processes
         );
     }
     let options = args.on_bad_row.read_options(args.null.clone());
@@ -64,7 +65,7 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> an
         report(out, version, applied)?;
     }
     if check.bad_rows.count > 0 {
-        eprintln!(
+        say!(
             "skipped {}, as --on-bad-row skip asks",
             crate::english::count(check.bad_rows.count, "bad record")
         );

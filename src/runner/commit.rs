@@ -340,7 +340,7 @@ impl Committer {
             keeper.replaced(bytes as u64);
         }
         if !self.quiet && !pieces.is_empty() {
-            eprintln!(
+            say!(
                 "kappa stream: checkpointed the state the replay rebuilt ({})",
                 crate::english::bytes(bytes as u64)
             );
@@ -525,7 +525,7 @@ impl Committer {
                 ),
                 _ => String::new(),
             };
-            eprintln!("kappa: {} caught up (lag {lag}){waiting}", d.version);
+            say!("kappa: {} caught up (lag {lag}){waiting}", d.version);
         }
         match &catch_up.swap {
             SwapPolicy::Manual => Ok(()),
@@ -534,11 +534,13 @@ impl Committer {
                 Ok(()) => self.swap_in(&d, catch_up.keep),
                 Err(why) => {
                     let output = &d.outputs[0].name;
-                    eprintln!(
+                    say!(
                         "kappa: not swapping {} in: {why} (rule '{rule}'); review it with \
                          `kappa table diff {output} --to {}` and swap it in with \
                          `kappa table swap {output} --version {}`",
-                        d.version, d.version.0, d.version.0
+                        d.version,
+                        d.version.0,
+                        d.version.0
                     );
                     self.catch_up = Some(CatchUp {
                         swap: SwapPolicy::Manual,
@@ -567,7 +569,7 @@ impl Committer {
                     o.name, d.version, live.version
                 )));
             }
-            eprintln!(
+            say!(
                 "kappa: {} {} against {}: {} added, {} removed, {} changed of {} keys, within '{rule}'",
                 o.name,
                 d.version,
@@ -616,7 +618,7 @@ impl Committer {
                 names.join(", ")
             })
         };
-        eprintln!(
+        say!(
             "kappa: swapped {} to {} (retired: {}; dropped: {}); streaming on as the live version",
             outputs.join(","),
             d.version,
@@ -745,7 +747,7 @@ impl Committer {
         self.outbox_pending = false;
         let pending = match self.store.outbox(self.lease.deployment) {
             Ok(pending) => pending,
-            Err(e) => return eprintln!("kappa stream: cannot read the sinks' outbox: {e}"),
+            Err(e) => return say!("kappa stream: cannot read the sinks' outbox: {e}"),
         };
         for (spec, sink) in &mut self.sinks {
             let mine: Vec<_> = pending
@@ -763,7 +765,7 @@ impl Committer {
             });
             if let Err(e) = sent {
                 self.outbox_pending = true;
-                eprintln!(
+                say!(
                     "kappa stream: sink {}: {e}; its {} stay in the outbox and are sent again",
                     spec.name,
                     count(mine.len() as u64, "message")
@@ -818,13 +820,13 @@ impl Committer {
         };
         let lag: u64 = self.lag.iter().map(|l| l.lag).sum();
         let since_last = self.last_record.map(|t| t.elapsed());
-        eprintln!("kappa stream: {}", idle_line(lag, since_last, silent_for));
+        say!("kappa stream: {}", idle_line(lag, since_last, silent_for));
     }
 
     /// One progress line on stderr.
     pub fn report(&self, epoch: Time, stats: &EpochStats) {
         let lag: u64 = stats.lag.iter().map(|l| l.lag).sum();
-        eprintln!(
+        say!(
             "kappa stream: epoch {epoch}: {} applied, {:.0} records/s, lag {lag}, epoch latency {} ms, {}",
             count(self.records_total, "record"),
             stats.records_per_sec,

@@ -466,7 +466,7 @@ fn take_over(
         Loaded::State(states) => {
             if !run.quiet {
                 let rows: usize = states.values().map(PartitionState::len).sum();
-                eprintln!(
+                say!(
                     "kappa stream: {d}: restoring its checkpoint ({} of state); reading the log from the committed offsets",
                     crate::english::count(rows as u64, "row")
                 );
@@ -477,7 +477,7 @@ fn take_over(
             if let Some(why) = why {
                 tracing::warn!("{d}: its checkpoint cannot be used ({why}): replaying the log");
                 if !run.quiet {
-                    eprintln!(
+                    say!(
                         "kappa stream: {d}: its checkpoint cannot be used ({why}); replaying the log instead"
                     );
                 }
@@ -1435,7 +1435,7 @@ impl Shared {
                 })?;
             let sink = target.open(deployment).map_err(error)?;
             if !self.run.quiet {
-                eprintln!("kappa stream: sink {}: {}", target.output, sink.describe());
+                say!("kappa stream: sink {}: {}", target.output, sink.describe());
             }
             let name = target.output.clone();
             sinks.push((SinkSpec { name, output }, sink));

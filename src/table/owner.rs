@@ -106,7 +106,7 @@ impl DeploymentLock {
     pub fn keep_and_report(&self) -> Result<(), TableError> {
         if let Kept::Retaken(why) = self.keep()? {
             tracing::warn!("the deployment lock was lost ({why}) and is held again");
-            eprintln!(
+            say!(
                 "kappa: the deployment lock ({}) was lost with its connection ({why}); took it again",
                 self.what
             );

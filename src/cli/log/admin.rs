@@ -106,7 +106,7 @@ pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
     }
     log.delete_topic(&a.topic)
         .with_context(|| format!("cannot delete topic '{}'", a.topic))?;
-    eprintln!("deleted topic '{}'", a.topic);
+    say!("deleted topic '{}'", a.topic);
     Ok(())
 }
 
@@ -185,9 +185,10 @@ pub fn alter(log: &Log, a: AlterArgs) -> anyhow::Result<()> {
         .map(|(k, b, a)| vec![k.to_string(), b, a])
         .collect();
     out!("{}", table(&["SETTING", "WAS", "NOW"], &rows))?;
-    eprintln!(
+    say!(
         "altered topic '{}'; `kappa log retain {}` applies the limits now",
-        a.topic, a.topic
+        a.topic,
+        a.topic
     );
     Ok(())
 }
@@ -202,7 +203,7 @@ pub fn groups(log: &Log, a: GroupsArgs) -> anyhow::Result<()> {
             if !deleted {
                 bail!("group '{}' has no offsets on topic '{}'", g.group, g.topic);
             }
-            eprintln!("deleted group '{}' from topic '{}'", g.group, g.topic);
+            say!("deleted group '{}' from topic '{}'", g.group, g.topic);
             Ok(())
         }
         Some(GroupsCommand::Reset(r)) => reset(log, r),
@@ -236,7 +237,7 @@ fn list(log: &Log, topic: Option<&str>) -> anyhow::Result<()> {
         }
     }
     if rows.is_empty() {
-        eprintln!("no consumer groups");
+        say!("no consumer groups");
         return Ok(());
     }
     out!(
@@ -288,8 +289,8 @@ fn reset(log: &Log, r: ResetArgs) -> anyhow::Result<()> {
         .collect();
     out!("{}", table(&["PARTITION", "FROM", "TO"], &rows))?;
     match r.dry_run {
-        true => eprintln!("dry run: group '{group}' not moved"),
-        false => eprintln!("moved group '{group}' on topic '{topic}'"),
+        true => say!("dry run: group '{group}' not moved"),
+        false => say!("moved group '{group}' on topic '{topic}'"),
     }
     Ok(())
 }

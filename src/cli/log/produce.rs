@@ -140,7 +140,7 @@ pub fn produce(log: &Log, args: ProduceArgs) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let Some(spec) = prepare(&mut rows, &mut writer, &args, format, &source)? else {
-        eprintln!("kappa log produce {}: {source} is empty", args.topic);
+        say!("kappa log produce {}: {source} is empty", args.topic);
         return Ok(());
     };
     let mut p = Producer {
@@ -182,7 +182,7 @@ pub fn produce(log: &Log, args: ProduceArgs) -> anyhow::Result<()> {
     p.flush()?;
     p.writer.sync().context("final sync failed")?;
     progress.finish();
-    eprintln!("{}", p.summary(&args.topic, read.get(), started.elapsed()));
+    say!("{}", p.summary(&args.topic, read.get(), started.elapsed()));
     Ok(())
 }
 

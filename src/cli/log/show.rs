@@ -14,7 +14,7 @@ use crate::log::{KeyColumn, Log, PartitionInfo, TopicConfig, TopicInfo};
 pub fn list(log: &Log) -> anyhow::Result<()> {
     let topics = log.list_topics().context("cannot list topics")?;
     if topics.is_empty() {
-        eprintln!("no topics in {}", log.root().display());
+        say!("no topics in {}", log.root().display());
         return Ok(());
     }
     let mut rows = Vec::new();

@@ -448,7 +448,7 @@ impl Reporter {
             .take()
             .is_some()
         {
-            eprintln!("kappa: kafka topic {}: reading again", self.topic);
+            say!("kappa: kafka topic {}: reading again", self.topic);
         }
     }
 }
@@ -469,7 +469,7 @@ impl ClientContext for Reporter {
             return;
         }
         *last = Some(Instant::now());
-        eprintln!(
+        say!(
             "kappa: kafka topic {}: {error} ({reason}); the client retries",
             self.topic
         );

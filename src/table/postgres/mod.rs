@@ -349,18 +349,18 @@ impl PgStore {
                 Err(e) => return Err(name_store(e, &shown)),
             };
             let err = name_store(err, &shown);
-            eprintln!("kappa: table store {shown}: {err}; reconnecting");
+            say!("kappa: table store {shown}: {err}; reconnecting");
             self.reconnect().map_err(|e| name_store(e, &shown))?;
             self.keep_lock()?;
             if let Some(v) = landed(self).map_err(|e| name_store(e, &shown))? {
-                eprintln!("kappa: table store {shown}: reconnected; the last commit had landed");
+                say!("kappa: table store {shown}: reconnected; the last commit had landed");
                 return Ok(v);
             }
             if !again {
-                eprintln!("kappa: table store {shown}: reconnected");
+                say!("kappa: table store {shown}: reconnected");
                 return Err(err);
             }
-            eprintln!("kappa: table store {shown}: reconnected; running the transaction again");
+            say!("kappa: table store {shown}: reconnected; running the transaction again");
         }
     }
 
@@ -392,11 +392,11 @@ impl PgStore {
         match first {
             Err(e) if is_connection_error(&e) => {
                 let e = name_store(e, &shown);
-                eprintln!("kappa: table store {shown}: {e}; reconnecting");
+                say!("kappa: table store {shown}: {e}; reconnecting");
                 let client = connect_with_backoff(&self.addr).map_err(|e| name_store(e, &shown))?;
                 *self.client.borrow_mut() = client;
                 self.temp_tables.borrow_mut().clear();
-                eprintln!("kappa: table store {shown}: reconnected");
+                say!("kappa: table store {shown}: reconnected");
                 f(&mut self.client.borrow_mut()).map_err(|e| name_store(e, &shown))
             }
             other => other.map_err(|e| name_store(e, &shown)),

@@ -25,7 +25,7 @@ impl TestDatabase {
             let why = "no PostgreSQL server: set KAPPA_TEST_POSTGRES=postgresql://USER@HOST:PORT/DB \
                        (.ci/run starts one and sets it)";
             assert!(std::env::var("KAPPA_REQUIRE_SERVICES").is_err(), "{why}");
-            eprintln!("SKIPPED what needs PostgreSQL in this test: {why}");
+            say!("SKIPPED what needs PostgreSQL in this test: {why}");
             return None;
         };
         let name = format!(
