@@ -669,6 +669,83 @@ fn diff_then_swap_auto_if() {
     same(&w.view(), &w.batch(&all, "1800"), "view");
 }
 
+/// A reprocess that adds a column is reviewed on the columns both versions
+/// have (`table diff` lists the added one, and `auto-if` swaps it in); one
+/// keyed differently cannot be reviewed, so it waits, as `manual` does, and
+/// says why instead of failing.
+#[test]
+fn auto_if_reviews_an_added_column_and_waits_on_another_key() {
+    use DeploymentState::*;
+    let w = World::new();
+    w.ok(&["log", "create", "orders", "--partitions", "2"]);
+    let mut rows = String::from("id,status,amount\n");
+    for i in 0..60 {
+        let status = ["open", "paid", "sent"][i % 3];
+        rows.push_str(&format!("{i},{status},{}\n", 10 + i % 7));
+    }
+    let file = w.write("orders.csv", &rows);
+    w.ok(&["log", "produce", "orders", "--file", &file]);
+    let sql = |select: &str, by: &str| format!("SELECT {select} FROM orders GROUP BY {by}");
+    let deploy = |verb: &str, sql: &str, rest: &[&str]| {
+        let args = [
+            &[
+                verb,
+                "--sql-text",
+                sql,
+                "--table",
+                "bystatus",
+                "-i",
+                "orders=orders",
+            ][..],
+            &["--until-caught-up"][..],
+            rest,
+        ]
+        .concat();
+        w.kappa(&args).output().unwrap()
+    };
+    let base = "status, count(*) AS n, sum(amount) AS total";
+    assert!(deploy("stream", &sql(base, "status"), &[]).status.success());
+    let states = || -> Vec<(u32, DeploymentState)> {
+        let mut v: Vec<_> = w
+            .store()
+            .deployments_of("bystatus")
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.version.0, d.state))
+            .collect();
+        v.sort();
+        v
+    };
+
+    let added = sql(&format!("{base}, max(amount) AS top"), "status");
+    let out = deploy("reprocess", &added, &["--swap", "auto-if changed = 0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("bystatus v2 against v1 on the columns both have (it adds top): 0 added, 0 removed, 0 changed of 3 keys"),
+        "{err}"
+    );
+    assert_eq!(states(), vec![(1, Retired), (2, Live)]);
+    let diff = w.ok(&["table", "diff", "bystatus", "--from", "1", "--to", "2"]);
+    assert!(
+        diff.contains("columns added in v2: top (rows are compared on the 3 columns both have)"),
+        "{diff}"
+    );
+    assert!(diff.contains("unchanged 3"), "{diff}");
+
+    let rekeyed = sql("status, amount, count(*) AS n", "status, amount");
+    let out = deploy("reprocess", &rekeyed, &["--swap", "auto-if changed <= 10%"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("not swapping v3 in: the rule cannot be evaluated: cannot compare bystatus v2 with v3: v2 is keyed by (status), v3 by (status,amount)"),
+        "{err}"
+    );
+    assert_eq!(states(), vec![(1, Retired), (2, Live), (3, Building)]);
+    let err = w.fails(&["table", "diff", "bystatus", "--to", "3"]);
+    assert!(err.contains("so their rows do not pair up"), "{err}");
+}
+
 /// `kappa table swap` refuses a building version that has not caught up
 /// (unless `--force`), and drops retired versions beyond `--keep` as a
 /// reprocess swap does.

@@ -395,6 +395,19 @@ fn diff(store: &dyn TableStore, a: &DiffArgs, csv: bool) -> anyhow::Result<Grid>
         summary.push_str(&format!("  {what:<9} {n} ({p})\n"));
     }
     summary.push_str(&format!("  unchanged {}", c.unchanged));
+    for (what, columns) in [
+        ("added in", &d.added_columns),
+        ("only in", &d.removed_columns),
+    ] {
+        if !columns.is_empty() {
+            let version = if what == "added in" { to } else { from };
+            summary.push_str(&format!(
+                "\n  columns {what} v{version}: {} (rows are compared on the {} columns both have)",
+                columns.join(", "),
+                d.columns.len()
+            ));
+        }
+    }
     if csv {
         say!("{summary}");
     } else {

@@ -562,15 +562,27 @@ impl Committer {
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };
-            let diff = self.store.diff(&o.name, live.version.0, d.version.0, 0)?;
+            let diff = match self.store.diff(&o.name, live.version.0, d.version.0, 0) {
+                Ok(diff) => diff,
+                // The rule cannot be evaluated: wait for a review, as
+                // `--swap manual` does, and say why.
+                Err(e @ TableError::NotComparable { .. }) => {
+                    return Ok(Err(format!("the rule cannot be evaluated: {e}")));
+                }
+                Err(e) => return Err(e),
+            };
             if let Err(why) = rule.check(&diff.counts) {
                 return Ok(Err(format!(
                     "{} {} against {}: {why}",
                     o.name, d.version, live.version
                 )));
             }
+            let columns = match diff.added_columns.as_slice() {
+                [] => String::new(),
+                added => format!(" on the columns both have (it adds {})", added.join(", ")),
+            };
             say!(
-                "kappa: {} {} against {}: {} added, {} removed, {} changed of {} keys, within '{rule}'",
+                "kappa: {} {} against {}{columns}: {} added, {} removed, {} changed of {} keys, within '{rule}'",
                 o.name,
                 d.version,
                 live.version,

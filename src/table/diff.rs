@@ -1,7 +1,10 @@
 //! What changed between two versions of an output: the review step of a
 //! blue/green reprocess (`kappa table diff`, `reprocess --swap auto-if`).
 //!
-//! Rows are compared per key (the output's key columns): a key only in the
+//! Rows are compared per key (the output's key columns), over the columns
+//! both versions have: a reprocess that adds an aggregate is compared on
+//! the columns it kept, and the diff lists the added and removed columns.
+//! Versions keyed differently cannot be compared. A key only in the
 //! new version is *added*, one only in the old version *removed*, one in
 //! both whose rows differ *changed*. For a bag (the key is every column) a
 //! row is its own key, so a changed multiplicity counts as *changed*.
@@ -87,10 +90,14 @@ impl DiffCounts {
 /// The difference between two versions of one output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableDiff {
-    /// The output's columns (the same in both versions).
+    /// The columns both versions have, which the rows are compared on.
     pub columns: Vec<String>,
-    /// The positions of its key columns.
+    /// The positions of the key columns among them.
     pub key: Vec<usize>,
+    /// Columns only the new version has (an aggregate a reprocess added).
+    pub added_columns: Vec<String>,
+    /// Columns only the old version has.
+    pub removed_columns: Vec<String>,
     /// Whether the key is every column (rows carry a multiplicity).
     pub bag: bool,
     /// The counts over all keys.
@@ -138,29 +145,111 @@ pub fn diff_rows(from: Rows, to: Rows, key: &[usize], limit: usize) -> (DiffCoun
     (counts, [added, removed, changed].concat())
 }
 
-/// `NotComparable` unless two versions of `output` have the same columns and key.
+/// How two versions' columns line up: the diff compares the columns both
+/// have, by name, keyed by the key both have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shared {
+    /// The columns in both versions, in the old version's order.
+    pub columns: Vec<String>,
+    /// Where each shared column is in the old version's rows.
+    from: Vec<usize>,
+    /// Where each shared column is in the new version's rows.
+    to: Vec<usize>,
+    /// The key's positions among the shared columns.
+    pub key: Vec<usize>,
+    /// Columns only the new version has.
+    pub added: Vec<String>,
+    /// Columns only the old version has.
+    pub removed: Vec<String>,
+}
+
+impl Shared {
+    /// `from`'s and `to`'s rows cut down to the shared columns (as they
+    /// are when both versions have the same columns in the same order).
+    pub fn project(&self, from: Rows, to: Rows) -> (Rows, Rows) {
+        let cut = |rows: Rows, at: &[usize]| -> Rows {
+            if at
+                .iter()
+                .copied()
+                .eq(0..rows.first().map_or(0, |(r, _)| r.len()))
+            {
+                return rows;
+            }
+            rows.into_iter()
+                .map(|(row, n)| (at.iter().map(|&i| row[i].clone()).collect(), n))
+                .collect()
+        };
+        (cut(from, &self.from), cut(to, &self.to))
+    }
+}
+
+/// How two versions of `output` compare: over the columns both have, when
+/// both are keyed by the same columns (by name, in any order). Keys that
+/// differ give `NotComparable`: a key's rows in one version have no
+/// counterpart in the other. A bag (keyed by every column) that gained or
+/// lost a column has another key, so it is not comparable either.
 pub(super) fn comparable(
     output: &str,
     from: u32,
     to: u32,
     sa: &OutputSchema,
     sb: &OutputSchema,
-) -> Result<(), TableError> {
-    if sa.columns == sb.columns && sa.key == sb.key {
-        return Ok(());
+) -> Result<Shared, TableError> {
+    if key_names(sa) != key_names(sb) {
+        return Err(TableError::NotComparable {
+            output: output.to_string(),
+            from,
+            to,
+            reason: format!(
+                "v{from} is keyed by ({}), v{to} by ({}), so their rows do not pair up \
+                 (v{from} has columns ({}), v{to} has ({}))",
+                names(&sa.columns, &sa.key),
+                names(&sb.columns, &sb.key),
+                sa.columns.join(","),
+                sb.columns.join(","),
+            ),
+        });
     }
-    Err(TableError::NotComparable {
-        output: output.to_string(),
-        from,
-        to,
-        reason: format!(
-            "v{from} has columns ({}) keyed by ({}), v{to} has ({}) keyed by ({})",
-            sa.columns.join(","),
-            names(&sa.columns, &sa.key),
-            sb.columns.join(","),
-            names(&sb.columns, &sb.key),
-        ),
+    let in_b = |c: &String| sb.columns.iter().position(|b| b == c);
+    let (mut shared, mut at_a, mut at_b) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, c) in sa.columns.iter().enumerate() {
+        if let Some(j) = in_b(c) {
+            shared.push(c.clone());
+            at_a.push(i);
+            at_b.push(j);
+        }
+    }
+    let key = sa
+        .key
+        .iter()
+        .map(|&k| {
+            at_a.iter()
+                .position(|&i| i == k)
+                .expect("a key column is in both")
+        })
+        .collect();
+    let only = |s: &OutputSchema, other: &OutputSchema| -> Vec<String> {
+        s.columns
+            .iter()
+            .filter(|c| !other.columns.contains(c))
+            .cloned()
+            .collect()
+    };
+    Ok(Shared {
+        columns: shared,
+        from: at_a,
+        to: at_b,
+        key,
+        added: only(sb, sa),
+        removed: only(sa, sb),
     })
+}
+
+/// The names of `s`'s key columns, sorted: the key as a set.
+fn key_names(s: &OutputSchema) -> Vec<&str> {
+    let mut k: Vec<&str> = s.key.iter().map(|&i| s.columns[i].as_str()).collect();
+    k.sort_unstable();
+    k
 }
 
 fn names(columns: &[String], key: &[usize]) -> String {
@@ -389,6 +478,46 @@ mod tests {
         assert_eq!(examples.len(), 3);
         assert_eq!(examples[0], Change::Added(vec![(row("k00", 0), 1)]));
         assert_eq!(counts.percent(50), f64::INFINITY);
+    }
+
+    fn schema(columns: &[&str], key: &[usize]) -> OutputSchema {
+        OutputSchema {
+            name: "o".into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            key: key.to_vec(),
+        }
+    }
+
+    #[test]
+    fn versions_compare_on_the_columns_both_have_by_the_same_key() {
+        let old = schema(&["k", "n", "gone"], &[0]);
+        let new = schema(&["top", "n", "k"], &[2]);
+        let shared = comparable("o", 1, 2, &old, &new).unwrap();
+        assert_eq!(shared.columns, ["k", "n"]);
+        assert_eq!(shared.key, [0]);
+        assert_eq!(
+            (shared.added.as_slice(), shared.removed.as_slice()),
+            (&["top".to_string()][..], &["gone".to_string()][..])
+        );
+        let from = vec![(vec![Value::str("a"), Value::Int(1), Value::Int(0)], 1)];
+        let to = vec![(vec![Value::Int(9), Value::Int(1), Value::str("a")], 1)];
+        let (from, to) = shared.project(from, to);
+        assert_eq!(from, to);
+        let (counts, _) = diff_rows(from, to, &shared.key, 10);
+        assert_eq!(counts.unchanged, 1);
+
+        let rekeyed = schema(&["k", "n"], &[0, 1]);
+        let e = comparable("o", 1, 3, &old, &rekeyed)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("v1 is keyed by (k), v3 by (k,n)"), "{e}");
+        // The same columns need no copy of the rows.
+        let same = comparable("o", 1, 2, &old, &old).unwrap();
+        let rows = vec![(vec![Value::Int(1), Value::Int(2), Value::Int(3)], 1)];
+        assert_eq!(
+            same.project(rows.clone(), rows.clone()),
+            (rows.clone(), rows)
+        );
     }
 
     #[test]

@@ -231,13 +231,15 @@ pub trait TableStore: Send + std::fmt::Debug {
             b.output_index(output).expect("found by this output"),
         );
         let (sa, sb) = (&a.outputs[ia], &b.outputs[ib]);
-        super::diff::comparable(output, from, to, sa, sb)?;
-        let rows_a = self.read_rows(&a.table(ia))?;
-        let rows_b = self.read_rows(&b.table(ib))?;
-        let (counts, examples) = diff_rows(rows_a, rows_b, &sa.key, limit);
+        let shared = super::diff::comparable(output, from, to, sa, sb)?;
+        let (rows_a, rows_b) =
+            shared.project(self.read_rows(&a.table(ia))?, self.read_rows(&b.table(ib))?);
+        let (counts, examples) = diff_rows(rows_a, rows_b, &shared.key, limit);
         Ok(TableDiff {
-            columns: sa.columns.clone(),
-            key: sa.key.clone(),
+            columns: shared.columns,
+            key: shared.key,
+            added_columns: shared.added,
+            removed_columns: shared.removed,
             bag: super::deployment::is_bag(sa),
             counts,
             examples,
