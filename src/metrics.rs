@@ -400,6 +400,7 @@ mod tests {
             note: None,
             generation: 1,
             half_written: false,
+            reading: None,
         }
     }
 

@@ -478,6 +478,39 @@ fn bad_records_fail_clearly_or_are_counted() {
         table,
         "user,start,end,events\na,10,10,1\nc,30,30,1\nd,,,1\n"
     );
+    assert!(
+        err.contains("kappa stream: stopped after 4 records (1 bad record skipped)"),
+        "{err}"
+    );
+    // Verify reads as the deployment's runs did, and counts alike.
+    let verify = w.ok(&["table", "verify", "sessions"]);
+    assert!(
+        verify.contains(
+            "identical (3 rows, digest"
+        ) && verify.contains(
+            "over the 4 records it applied (1 bad record skipped, as the deployment's runs skipped them)"
+        ),
+        "{verify}"
+    );
+    let err = w.fails(&["table", "verify", "sessions", "--on-bad-row", "fail"]);
+    assert!(err.contains("offset 1, column 2 (ts)"), "{err}");
+    // The null marker is part of what the tables mean: a restart with
+    // another one is refused.
+    let err = w.fails(&[
+        "stream",
+        "sessionize",
+        "-i",
+        "events=ev",
+        "--until-caught-up",
+        "--null",
+        "x",
+    ]);
+    assert!(
+        err.contains(
+            "was built reading only empty fields as null; this run reads empty fields and 'x'"
+        ),
+        "{err}"
+    );
 }
 
 /// SIGTERM stops a stream at an epoch boundary: exit 0, everything read so

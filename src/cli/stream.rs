@@ -246,15 +246,21 @@ pub fn run_and_report(
         });
     let result = result.context("stream failed")?;
     let workers = &settings.workers;
-    match workers.processes {
-        1 => say!(
-            "kappa stream: stopped after {}",
-            count(result.records, "record")
+    // Bad records are counted as read, as `kappa table verify` counts the
+    // offsets a deployment applied.
+    let read = match result.bad_rows.count {
+        0 => count(result.records, "record"),
+        bad => format!(
+            "{} ({} skipped)",
+            count(result.records + bad, "record"),
+            count(bad, "bad record")
         ),
+    };
+    match workers.processes {
+        1 => say!("kappa stream: stopped after {read}"),
         n => say!(
-            "kappa stream: process {} of {n} stopped after reading {}",
-            workers.process,
-            count(result.records, "record")
+            "kappa stream: process {} of {n} stopped after reading {read}",
+            workers.process
         ),
     }
     if result.bad_rows.count > 0 {

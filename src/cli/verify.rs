@@ -24,10 +24,11 @@ pub struct VerifyArgs {
     pub version: Option<TableVersion>,
     #[command(flatten)]
     pub sources: SourceArgs,
-    /// Bad records: fail, or skip them as the stream did with --on-bad-row skip.
-    #[arg(long, value_enum, default_value_t = OnBadRow::Fail)]
-    pub on_bad_row: OnBadRow,
-    /// The null marker the stream used, if any.
+    /// Bad records: fail, or skip them [default: as the deployment's runs
+    /// read them, recorded in the catalog].
+    #[arg(long, value_enum)]
+    pub on_bad_row: Option<OnBadRow>,
+    /// The null marker [default: the one the deployment reads with].
     #[arg(long, value_name = "STR")]
     pub null: Option<String>,
     #[command(flatten)]
@@ -46,14 +47,17 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> an
             workers.processes
         );
     }
-    let options = args.on_bad_row.read_options(args.null.clone());
+    let reading = engine::ReadingOverride {
+        on_bad_row: args.on_bad_row.map(|p| p.read_options(None).on_bad_row),
+        null: args.null.clone(),
+    };
     let check = engine::verify(
         registry,
         &*store,
         &sources,
         &args.name,
         args.version,
-        &options,
+        &reading,
         &workers,
     )
     .with_context(|| format!("cannot verify {}", args.name))?;
@@ -61,14 +65,19 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> an
         return Ok(());
     };
     let (version, applied) = (check.deployment.version, check.applied);
+    let skipped = match check.bad_rows.count {
+        0 => String::new(),
+        n => format!(
+            " ({} skipped, as {})",
+            count(n, "bad record"),
+            match args.on_bad_row {
+                Some(_) => "--on-bad-row skip asks",
+                None => "the deployment's runs skipped them",
+            }
+        ),
+    };
     for out in &check.outputs {
-        report(out, version, applied)?;
-    }
-    if check.bad_rows.count > 0 {
-        say!(
-            "skipped {}, as --on-bad-row skip asks",
-            crate::english::count(check.bad_rows.count, "bad record")
-        );
+        report(out, version, applied, &skipped)?;
     }
     if !check.identical() {
         bail!("{} {version} does not match its recomputation", args.name);
@@ -77,11 +86,16 @@ pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> an
 }
 
 /// One output's comparison, on stdout.
-fn report(check: &OutputCheck, version: TableVersion, applied: u64) -> anyhow::Result<()> {
+fn report(
+    check: &OutputCheck,
+    version: TableVersion,
+    applied: u64,
+    skipped: &str,
+) -> anyhow::Result<()> {
     let name = &check.output;
     if check.identical() {
         outln!(
-            "{name} {version}: identical ({}, digest {:016x}) to a batch run over the {} it applied",
+            "{name} {version}: identical ({}, digest {:016x}) to a batch run over the {} it applied{skipped}",
             count(check.table_rows, "row"),
             check.digest,
             count(applied, "record")
@@ -89,7 +103,7 @@ fn report(check: &OutputCheck, version: TableVersion, applied: u64) -> anyhow::R
         return Ok(());
     }
     outln!(
-        "{name} {version}: DIFFERS from a batch run over the {} it applied: table {}, batch {}; \
+        "{name} {version}: DIFFERS from a batch run over the {} it applied{skipped}: table {}, batch {}; \
          {} rows only in the table, {} only in the batch",
         count(applied, "record"),
         count(check.table_rows, "row"),

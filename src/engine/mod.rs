@@ -14,9 +14,10 @@
 mod batch;
 mod error;
 mod on_log;
+mod reading;
 mod verify;
 
 pub use batch::{Batch, BatchOutput, BatchPlan, BatchReport};
 pub use error::EngineError;
 pub use on_log::{OnLog, Started, StreamSettings, StreamSummary};
-pub use verify::{Verification, verify};
+pub use verify::{ReadingOverride, Verification, verify};

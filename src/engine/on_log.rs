@@ -357,6 +357,10 @@ impl OnLog {
         catch_up: Option<CatchUp>,
     ) -> Result<StreamSummary, EngineError> {
         let fingerprint = self.fingerprint();
+        if let Some(started) = &started {
+            let mut store = crate::table::open(&settings.table_db)?;
+            super::reading::agree(&mut *store, &started.deployment, &settings.options)?;
+        }
         let run = StreamRun {
             plan: self.plan,
             inputs: self.inputs,

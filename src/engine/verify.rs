@@ -1,13 +1,15 @@
 //! `verify`: recompute a table version with the batch path over exactly
 //! the log offsets it has applied, with the job that built it, and compare
-//! each output with its table (see [`crate::runner::verify`]).
+//! each output with its table (see [`crate::runner::verify`]). It reads the
+//! inputs as the deployment recorded ([`super::reading`]): a stream that
+//! skipped bad records is verified skipping them.
 
 use super::{EngineError, OnLog};
 use crate::registry::Registry;
 use crate::runner::WorkerConfig;
 use crate::runner::verify::{OutputCheck, Recompute, compare};
 use crate::source::inputs::Sources;
-use crate::source::{BadRows, ReadOptions};
+use crate::source::{BadRowPolicy, BadRows, ReadOptions};
 use crate::table::{Deployment, TableStore, TableVersion};
 
 /// How a table version compares with its recomputation.
@@ -21,6 +23,30 @@ pub struct Verification {
     pub outputs: Vec<OutputCheck>,
     /// Bad records the recomputation skipped (under the skip policy).
     pub bad_rows: BadRows,
+    /// How the recomputation read the inputs: as the deployment recorded,
+    /// unless overridden.
+    pub options: ReadOptions,
+}
+
+/// What a verify reads differently from what the deployment recorded
+/// (`None`: as recorded; a deployment from before kappa recorded it reads
+/// with the defaults).
+#[derive(Clone, Debug, Default)]
+pub struct ReadingOverride {
+    /// The bad-record policy.
+    pub on_bad_row: Option<BadRowPolicy>,
+    /// The null marker.
+    pub null: Option<String>,
+}
+
+impl ReadingOverride {
+    fn apply(&self, recorded: Option<ReadOptions>) -> ReadOptions {
+        let recorded = recorded.unwrap_or_default();
+        ReadOptions {
+            null: self.null.clone().or(recorded.null),
+            on_bad_row: self.on_bad_row.unwrap_or(recorded.on_bad_row),
+        }
+    }
 }
 
 impl Verification {
@@ -41,10 +67,11 @@ pub fn verify(
     sources: &Sources,
     output: &str,
     version: Option<TableVersion>,
-    options: &ReadOptions,
+    reading: &ReadingOverride,
     workers: &WorkerConfig,
 ) -> Result<Option<Verification>, EngineError> {
     let d = store.find_by_output(output, version.map(|v| v.0))?;
+    let options = reading.apply(super::reading::recorded(&d)?);
     let on_log = OnLog::for_deployment(registry, &d, sources)?;
     let first = workers.is_first_process();
     let offsets = first.then(|| store.offsets(d.id)).transpose()?;
@@ -75,5 +102,6 @@ pub fn verify(
         deployment: d,
         outputs,
         bad_rows: expected.bad_rows,
+        options,
     }))
 }

@@ -73,7 +73,8 @@ impl Format {
 }
 
 /// What to do with a row that does not fit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BadRowPolicy {
     /// Stop with an error naming the row (the default).
     #[default]
@@ -83,7 +84,8 @@ pub enum BadRowPolicy {
 }
 
 /// How fields are read.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ReadOptions {
     /// A second null marker besides the empty field (`NA`, `NULL`, `\N`).
     pub null: Option<String>,

@@ -278,6 +278,7 @@ mod tests {
             note: None,
             generation: 1,
             half_written: false,
+            reading: None,
         };
         let mut history = History::default();
         history.record(crate::table::now_ms(), std::slice::from_ref(&d));

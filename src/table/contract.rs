@@ -178,6 +178,27 @@ proptest! {
 }
 
 #[test]
+fn how_a_deployment_reads_its_inputs_is_kept_as_given() {
+    for mut subject in subjects() {
+        let store = &mut *subject.store;
+        let outputs = vec![schema("a", &["k"], &[0])];
+        let d = store
+            .create_deployment(&new_deployment(outputs, DeploymentState::Live))
+            .unwrap();
+        assert_eq!(
+            store.deployment(d.id).unwrap().reading,
+            None,
+            "{}",
+            subject.addr
+        );
+        let text = r#"{"null":"NA","on_bad_row":"skip"}"#;
+        store.set_reading(d.id, text).unwrap();
+        let back = store.deployment(d.id).unwrap();
+        assert_eq!(back.reading.as_deref(), Some(text), "{}", subject.addr);
+    }
+}
+
+#[test]
 fn a_failed_epoch_writes_nothing() {
     for mut subject in subjects() {
         let store = &mut *subject.store;

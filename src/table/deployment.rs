@@ -231,6 +231,10 @@ pub struct Deployment {
     /// piece. Reads and swaps wait while its owner runs and are refused
     /// when none does; the next owner rebuilds it from the start.
     pub half_written: bool,
+    /// How its inputs are read (the null marker, the bad-record policy), as
+    /// the engine records it: text the catalog keeps and does not read.
+    /// `None` for a deployment from before it was recorded.
+    pub reading: Option<String>,
 }
 
 /// How users know a deployment: its outputs and version, `sessions v2`.

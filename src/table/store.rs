@@ -91,6 +91,9 @@ pub trait TableStore: Send + std::fmt::Debug {
     /// Sets the free-text note shown by `kappa table status`.
     fn set_note(&mut self, id: i64, note: Option<&str>) -> Result<(), TableError>;
 
+    /// Records how the deployment's inputs are read ([`Deployment::reading`]).
+    fn set_reading(&mut self, id: i64, reading: &str) -> Result<(), TableError>;
+
     /// Turns a retired deployment back into a building one (a rollback's start).
     fn reopen(&mut self, id: i64) -> Result<(), TableError>;
 

@@ -17,7 +17,8 @@ use crate::table::{
 /// The columns `raw` expects, in order.
 const SELECT_DEPLOYMENT: &str = "SELECT id, job, job_version, version, params, inputs, outputs, \
      state, created_at, caught_up_at, swapped_at, records_applied, bad_rows, epochs, \
-     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late, generation FROM kappa.deployments";
+     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late, generation, reading \
+     FROM kappa.deployments";
 
 /// PostgreSQL truncates longer identifiers; kappa refuses them instead.
 const MAX_IDENTIFIER: usize = 63;
@@ -193,6 +194,7 @@ fn raw(r: &PgRow) -> RawDeployment {
             // An epoch is one transaction here: its row locks do not keep
             // the live version's commits waiting as SQLite's file lock does.
             half_written: false,
+            reading: r.get(21),
         },
         params: r.get(4),
         inputs: r.get(5),
@@ -279,6 +281,17 @@ pub(super) fn set_note(c: &mut Client, id: i64, note: Option<&str>) -> Result<()
     tx.execute(
         "UPDATE kappa.deployments SET note = $2 WHERE id = $1",
         &[&id, &note],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+pub(super) fn set_reading(c: &mut Client, id: i64, reading: &str) -> Result<(), TableError> {
+    let mut tx = begin(c, false)?;
+    state_in(&mut tx, id)?;
+    tx.execute(
+        "UPDATE kappa.deployments SET reading = $2 WHERE id = $1",
+        &[&id, &reading],
     )?;
     tx.commit()?;
     Ok(())

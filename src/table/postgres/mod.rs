@@ -146,6 +146,7 @@ CREATE TABLE IF NOT EXISTS kappa.outbox (
 ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS state_digest text;
 ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS state_merged_at bigint;
 ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS state_written_at bigint;
+ALTER TABLE kappa.deployments ADD COLUMN IF NOT EXISTS reading text;
 CREATE TABLE IF NOT EXISTS kappa.state (
     deployment bigint NOT NULL REFERENCES kappa.deployments (id),
     seq bigint NOT NULL,
@@ -644,6 +645,14 @@ impl TableStore for PgStore {
         self.retrying(
             true,
             |s| catalog::set_note(s.client.get_mut(), id, note),
+            |_| Ok(None),
+        )
+    }
+
+    fn set_reading(&mut self, id: i64, reading: &str) -> Result<(), TableError> {
+        self.retrying(
+            true,
+            |s| catalog::set_reading(s.client.get_mut(), id, reading),
             |_| Ok(None),
         )
     }

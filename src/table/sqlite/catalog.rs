@@ -28,8 +28,8 @@ use super::{SqliteStore, TableError, ident, now_ms, swap};
 /// The columns `read_deployment` expects, in order.
 const SELECT_DEPLOYMENT: &str = "SELECT id, job, job_version, version, params, inputs, outputs, \
      state, created_at, caught_up_at, swapped_at, records_applied, bad_rows, epochs, \
-     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late, generation, half_written \
-     FROM kappa_deployments";
+     last_epoch_at, last_epoch_ms, records_per_sec, lag, note, late, generation, half_written, \
+     reading FROM kappa_deployments";
 
 impl SqliteStore {
     /// Creates a deployment in state `building` or `live` with its tables
@@ -198,6 +198,17 @@ impl SqliteStore {
         tx.execute(
             "UPDATE kappa_deployments SET note = ?2 WHERE id = ?1",
             params![id, note],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub(super) fn set_reading(&mut self, id: i64, reading: &str) -> Result<(), TableError> {
+        let tx = self.write_txn()?;
+        state_in(&tx, id)?;
+        tx.execute(
+            "UPDATE kappa_deployments SET reading = ?2 WHERE id = ?1",
+            params![id, reading],
         )?;
         tx.commit()?;
         Ok(())
@@ -374,6 +385,7 @@ fn read_raw(r: &SqlRow<'_>) -> rusqlite::Result<RawDeployment> {
         note: r.get(18)?,
         generation: r.get(20)?,
         half_written: r.get(21)?,
+        reading: r.get(22)?,
     };
     Ok(RawDeployment {
         fixed,

@@ -20,8 +20,8 @@
 //! # Catalog (tables prefixed `kappa_`; times are unix ms)
 //! | table | columns | what |
 //! |---|---|---|
-//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 6 (older catalogs are migrated on open) |
-//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host), `half_written` (1 while a large epoch of a never-live building version is written in pieces, see `epoch.rs`), `state_digest` (the plan digest of the checkpointed state, null when none is kept), `state_merged_at`, `state_written_at` | one row per deployment, kept after a drop |
+//! | `kappa_meta` | `key` PK, `value` | `schema_version` = 7 (older catalogs are migrated on open) |
+//! | `kappa_deployments` | `id` PK (autoincrement, never reused), `job`, `job_version`, `version`, `params` (JSON `[[k,v],..]`), `inputs` (JSON `[[input,topic],..]`), `outputs` (JSON `[OutputSchema,..]`), `state` (`building`/`live`/`retired`/`dropped`), `created_at`, `caught_up_at`, `swapped_at`, `records_applied`, `bad_rows`, `epochs`, `last_epoch_at`, `last_epoch_ms`, `records_per_sec`, `lag` (JSON `[{topic,partition,lag},..]`), `note`, `late` (JSON `[[input,dropped],..]`: late events dropped under the `drop` policy), `generation` (bumped by each process that takes the deployment over), `owner` (that process: pid and host), `half_written` (1 while a large epoch of a never-live building version is written in pieces, see `epoch.rs`), `state_digest` (the plan digest of the checkpointed state, null when none is kept), `state_merged_at`, `state_written_at`, `reading` (how the inputs are read: the engine's JSON of the null marker and bad-record policy; null before it was recorded) | one row per deployment, kept after a drop |
 //! | `kappa_state` | `deployment`, `seq`, `input`, `partition`, `crc`, `bytes`; PK (`deployment`, `seq`) | the checkpointed state's pieces, in writing order ([`crate::table::state`], `state.rs`) |
 //! | `kappa_outputs` | `output` (NOCASE), `version`, `deployment`, `position`; PK (`output`, `version`) | which deployment owns `output__vN`; the primary key is what makes a version number impossible to give out twice |
 //! | `kappa_outbox` | `deployment`, `sink`, `seq`, `key`, `value`; PK (`deployment`, `sink`, `seq`) | messages of changelog sinks written with their epoch, deleted once sent ([`crate::table::outbox`]) |
@@ -123,7 +123,7 @@ fn poll_busy(tries: i32) -> bool {
 }
 
 /// The catalog's layout version, in `kappa_meta`.
-const SCHEMA_VERSION: &str = "6";
+const SCHEMA_VERSION: &str = "7";
 
 /// The sinks' outbox (schema version 4): in the catalog and its migration.
 macro_rules! outbox_table {
@@ -165,7 +165,7 @@ CREATE TABLE IF NOT EXISTS kappa_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '6');
+INSERT OR IGNORE INTO kappa_meta (key, value) VALUES ('schema_version', '7');
 CREATE TABLE IF NOT EXISTS kappa_deployments (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     job TEXT NOT NULL,
@@ -192,7 +192,8 @@ CREATE TABLE IF NOT EXISTS kappa_deployments (
     half_written INTEGER NOT NULL DEFAULT 0,
     state_digest TEXT,
     state_merged_at INTEGER,
-    state_written_at INTEGER
+    state_written_at INTEGER,
+    reading TEXT
 );
 CREATE TABLE IF NOT EXISTS kappa_outputs (
     output TEXT NOT NULL COLLATE NOCASE,
@@ -246,6 +247,10 @@ ALTER TABLE kappa_deployments ADD COLUMN state_merged_at INTEGER;
 ALTER TABLE kappa_deployments ADD COLUMN state_written_at INTEGER;
 UPDATE kappa_meta SET value = '6' WHERE key = 'schema_version';"
 );
+const MIGRATE_6_TO_7: &str = "
+ALTER TABLE kappa_deployments ADD COLUMN reading TEXT;
+UPDATE kappa_meta SET value = '7' WHERE key = 'schema_version';
+";
 
 /// The table store: one connection to the SQLite file. Not `Sync`; open one
 /// per thread or process.
@@ -408,13 +413,15 @@ impl SqliteStore {
         // Version 2 added the late-event counts; version 3 the owner's
         // generation (fencing) and the last applied record of each
         // partition; version 4 the sinks' outbox; version 5 the mark of
-        // an epoch written in pieces; version 6 the checkpointed state.
+        // an epoch written in pieces; version 6 the checkpointed state;
+        // version 7 how the inputs are read.
         let migrations = [
             ("1", MIGRATE_1_TO_2),
             ("2", MIGRATE_2_TO_3),
             ("3", MIGRATE_3_TO_4),
             ("4", MIGRATE_4_TO_5),
             ("5", MIGRATE_5_TO_6),
+            ("6", MIGRATE_6_TO_7),
         ];
         for (from, migration) in migrations {
             if self.schema_version()?.as_deref() == Some(from) {
@@ -520,6 +527,10 @@ impl TableStore for SqliteStore {
 
     fn set_note(&mut self, id: i64, note: Option<&str>) -> Result<(), TableError> {
         SqliteStore::set_note(self, id, note)
+    }
+
+    fn set_reading(&mut self, id: i64, reading: &str) -> Result<(), TableError> {
+        SqliteStore::set_reading(self, id, reading)
     }
 
     fn reopen(&mut self, id: i64) -> Result<(), TableError> {

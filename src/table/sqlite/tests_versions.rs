@@ -336,6 +336,7 @@ fn catalog_round_trips_a_deployment_across_reopen() {
          ALTER TABLE kappa_deployments DROP COLUMN state_digest; \
          ALTER TABLE kappa_deployments DROP COLUMN state_merged_at; \
          ALTER TABLE kappa_deployments DROP COLUMN state_written_at; \
+         ALTER TABLE kappa_deployments DROP COLUMN reading; \
          DROP TABLE kappa_state; \
          ALTER TABLE kappa_offsets DROP COLUMN last_offset; \
          ALTER TABLE kappa_offsets DROP COLUMN last_crc; \
