@@ -70,6 +70,15 @@ fn remount(dir: &Path, kib: u64, again: bool) {
     );
 }
 
+/// Fills the tmpfs at `dir` to the last byte with a file `fill`.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(dir.join("fill")).unwrap();
+    let block = vec![0u8; 4096];
+    while file.write_all(&block).is_ok() {}
+    while file.write_all(&block[..1]).is_ok() {}
+}
+
 fn rows_csv(w: &World, n: usize) -> String {
     let mut text = String::from("k,v\n");
     for i in 0..n {
@@ -170,6 +179,45 @@ fn a_full_disk_fails_the_batch_and_a_retry_with_space_succeeds() {
     remount(&tables, 20_000, true);
     w.ok(&stream("stream"));
     assert!(w.ok(&verify).contains("identical (40000 rows"));
+
+    // Read-only commands on a full disk: with no write-ahead log left (the
+    // last connection checkpointed it away), SQLite cannot even make its
+    // shared-memory index there, and kappa reads without one.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    assert!(!tables.join("tables.db-wal").exists());
+    fill(&tables);
+    assert!(w.ok(&verify).contains("identical (40000 rows"));
+    let show = w.ok(&["table", "show", "counts", "--table-db", db_arg, "--csv"]);
+    assert!(show.starts_with("v,count\n0,1\n"), "{}", &show[..200]);
+    assert!(
+        w.ok(&["table", "status", "--table-db", db_arg])
+            .contains("counts")
+    );
+    std::fs::remove_file(tables.join("fill")).unwrap();
+
+    // A first stream on a full disk names the disk and leaves nothing behind.
+    let fresh = w.path("fresh");
+    mount_tmpfs(&fresh, 200);
+    fill(&fresh);
+    let fresh_db = fresh.join("tables.db");
+    let mut first = stream("stream");
+    *first.last_mut().unwrap() = fresh_db.to_str().unwrap();
+    let err = w.fails(&first);
+    assert!(
+        err.contains(&format!(
+            "the disk of table store {} is full",
+            fresh_db.display()
+        )) && err.contains(&format!("free in {}", fresh.display())),
+        "{err}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&fresh)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["fill"], "a failed first stream left files behind");
     let used_kib: u64 = std::fs::read_dir(&tables)
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())

@@ -137,7 +137,7 @@ pub fn rollback(
     if !args.options.first_process()? {
         // The catalog is read for the version's job and parameters, never written.
         let sources = paths.sources.open()?;
-        let store = crate::table::open_existing(table_db)
+        let store = crate::table::open_read_only(table_db)
             .with_context(|| format!("cannot read table store {}", table_db.display()))?;
         let on_log = OnLog::rollback_plan(registry, &*store, &sources, &args.name, args.version)?;
         drop(store);

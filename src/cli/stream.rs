@@ -315,11 +315,8 @@ pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
     // anything is committed to it.
     let fresh = args.store.table_db.path().is_some_and(|p| !p.exists());
     let result = open_and_stream(&args, on_log, sinks);
-    if result.is_err()
-        && fresh
-        && let Ok(store) = crate::table::open_existing(&args.store.table_db)
-    {
-        let _ = store.remove_if_empty();
+    if result.is_err() && fresh {
+        let _ = crate::table::remove_if_unused(&args.store.table_db);
     }
     result
 }

@@ -131,7 +131,12 @@ pub fn run(registry: &Registry, args: TableArgs) -> anyhow::Result<()> {
         TableCommand::Verify(a) => return super::verify::verify(registry, a, path),
         _ => {}
     }
-    let mut store = crate::table::open_existing(path).map_err(|e| match e {
+    let writes = matches!(args.command, TableCommand::Swap(_) | TableCommand::Drop(_));
+    let open = match writes {
+        true => crate::table::open_existing,
+        false => crate::table::open_read_only,
+    };
+    let mut store = open(path).map_err(|e| match e {
         TableError::StoreNotFound { .. } => anyhow::Error::new(e),
         e => {
             anyhow::Error::new(e).context(format!("cannot open the table store {}", path.display()))

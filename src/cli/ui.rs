@@ -30,7 +30,7 @@ pub struct UiArgs {
 
 pub fn run(args: UiArgs) -> anyhow::Result<()> {
     // Refuse a path with no store at once, rather than serve an error page.
-    drop(crate::table::open_existing(&args.table_db)?);
+    drop(crate::table::open_read_only(&args.table_db)?);
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())

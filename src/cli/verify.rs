@@ -37,7 +37,7 @@ pub struct VerifyArgs {
 
 pub fn verify(registry: &Registry, args: VerifyArgs, table_db: &StoreAddr) -> anyhow::Result<()> {
     let sources = args.sources.open()?;
-    let store = crate::table::open_existing(table_db)
+    let store = crate::table::open_read_only(table_db)
         .with_context(|| format!("cannot read table store {}", table_db.display()))?;
     let workers = args.workers.config()?;
     if !workers.is_first_process() {

@@ -193,7 +193,7 @@ fn respond(url: &str, shared: &Shared) -> (u16, &'static str, String) {
 }
 
 fn read_catalog(shared: &Shared) -> Result<Vec<crate::table::Deployment>, String> {
-    let store = crate::table::open_existing(&shared.table_db).map_err(|e| e.to_string())?;
+    let store = crate::table::open_read_only(&shared.table_db).map_err(|e| e.to_string())?;
     store.deployments().map_err(|e| e.to_string())
 }
 

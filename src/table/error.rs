@@ -14,7 +14,7 @@
 //!   swapped out or dropped and should stop;
 //! - *corrupt catalog* (`Corrupt`): the file holds something kappa never
 //!   writes (a catalog JSON that does not parse, a BLOB in an output table);
-//! - *database / I/O* (`Sqlite`, `Postgres`, `Io`): the database, the
+//! - *database / I/O* (`Sqlite`, `DiskFull`, `Postgres`, `Io`): the database, the
 //!   network or the disk failed; the
 //!   data itself may be fine and a retry may succeed (`SQLITE_BUSY` after the
 //!   busy timeout, a full disk).
@@ -256,6 +256,25 @@ pub enum TableError {
         /// Whether the connection was lost (the server went away, a
         /// network failure), so that reconnecting may help.
         connection: bool,
+    },
+
+    /// The disk of a SQLite store has no room for what SQLite had to write:
+    /// the transaction was rolled back.
+    #[error(
+        "the disk of table store {} is full ({} free in {}); free space there and run again (SQLite: {sqlite})",
+        store.display(),
+        free.map_or("no room".to_string(), crate::english::bytes),
+        dir.display()
+    )]
+    DiskFull {
+        /// The store's file.
+        store: PathBuf,
+        /// The directory it is in.
+        dir: PathBuf,
+        /// What the filesystem says is free, when it says.
+        free: Option<u64>,
+        /// SQLite's message.
+        sqlite: String,
     },
 
     /// SQLite failed (busy past the timeout, disk full, I/O error, ...).

@@ -81,6 +81,28 @@ pub fn open_existing(addr: &StoreAddr) -> Result<Box<dyn TableStore>, TableError
     })
 }
 
+/// Opens an existing store for reading only: a SQLite file is opened
+/// read-only (so this works on a full disk and without write permission);
+/// a server's store as [`open_existing`] does. Its write methods fail.
+pub fn open_read_only(addr: &StoreAddr) -> Result<Box<dyn TableStore>, TableError> {
+    Ok(match addr {
+        StoreAddr::Sqlite(path) => Box::new(SqliteStore::open_read_only(path)?),
+        StoreAddr::Postgres(pg) => Box::new(PgStore::open_existing(pg)?),
+    })
+}
+
+/// Removes the store at `addr` that this process created and then failed
+/// to use: when no other kappa process has it open and it holds no
+/// deployment (see [`TableStore::remove_if_empty`]); whether it did. A
+/// SQLite file is removed even when it cannot be opened for writing, as on
+/// a full disk.
+pub fn remove_if_unused(addr: &StoreAddr) -> Result<bool, TableError> {
+    match addr {
+        StoreAddr::Sqlite(path) => SqliteStore::remove_if_unused_at(path),
+        StoreAddr::Postgres(_) => open_existing(addr)?.remove_if_empty(),
+    }
+}
+
 /// Now, in unix milliseconds.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -113,7 +113,7 @@ pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
 /// The building or live deployments of the store at `table_db` that read
 /// `topic` (none when there is no store).
 fn readers_of(table_db: &StoreAddr, topic: &str) -> anyhow::Result<Vec<String>> {
-    let store = match crate::table::open_existing(table_db) {
+    let store = match crate::table::open_read_only(table_db) {
         Ok(store) => store,
         Err(TableError::StoreNotFound { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e).context("cannot check which deployments read the topic"),

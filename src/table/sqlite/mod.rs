@@ -73,6 +73,7 @@
 
 mod catalog;
 mod epoch;
+mod files;
 mod outbox;
 mod owner;
 mod rows;
@@ -265,8 +266,9 @@ pub struct SqliteStore {
     piece_rows: usize,
     /// Shared while the connection is open, so that removing the file
     /// ([`TableStore::remove_if_empty`]) can tell that no other kappa
-    /// process has it open.
-    presence: FileLock,
+    /// process has it open. A reader that cannot make the lock file (a
+    /// full disk, no write permission) goes without: it never removes.
+    presence: Option<FileLock>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -281,13 +283,17 @@ impl SqliteStore {
     /// Opens the store at `path`, creating the file, its parent directories
     /// and the catalog if missing.
     pub fn open(path: &Path) -> Result<SqliteStore, TableError> {
+        SqliteStore::open_writer(path).map_err(|e| files::on_full_disk(path, e))
+    }
+
+    fn open_writer(path: &Path) -> Result<SqliteStore, TableError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|cause| TableError::Io {
                 path: dir.to_path_buf(),
                 cause,
             })?;
         }
-        let presence = presence_lock(path)?;
+        let presence = Some(files::presence_lock(path)?);
         let conn = Connection::open(path)?;
         let mut store = SqliteStore {
             conn,
@@ -299,6 +305,41 @@ impl SqliteStore {
         store.configure()?;
         store.ensure_catalog()?;
         Ok(store)
+    }
+
+    /// Opens an existing store for reading only (`kappa table show`,
+    /// `status`, `diff`, `verify`, the status page): nothing is written, so
+    /// it works on a full disk and for a user who may not write the file.
+    /// A catalog of an older schema is migrated by a writing open instead.
+    pub fn open_read_only(path: &Path) -> Result<SqliteStore, TableError> {
+        if !path.is_file() {
+            return Err(TableError::StoreNotFound {
+                addr: path.display().to_string(),
+            });
+        }
+        let conn = files::open_reader(path).map_err(|e| files::on_full_disk(path, e))?;
+        let mut store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+            writers: HashMap::new(),
+            piece_rows: epoch::PIECE_ROWS,
+            presence: files::presence_lock(path).ok(),
+        };
+        store.conn.busy_handler(Some(poll_busy))?;
+        match store.schema_version()?.as_deref() {
+            Some(SCHEMA_VERSION) => Ok(store),
+            _ => {
+                drop(store);
+                SqliteStore::open(path)
+            }
+        }
+    }
+
+    /// Removes the store at `path` when a failed first run left it holding
+    /// nothing, even if it cannot be opened for writing (see
+    /// [`TableStore::remove_if_empty`]).
+    pub fn remove_if_unused_at(path: &Path) -> Result<bool, TableError> {
+        files::remove_if_unused_at(path)
     }
 
     /// Opens an existing store; `StoreNotFound` if there is no file (what the
@@ -323,11 +364,6 @@ impl SqliteStore {
     /// empty database behind. Never call it on a store this process did not
     /// create: the file might hold the user's own tables.
     fn remove_empty(self) -> Result<bool, TableError> {
-        let empty: bool = self.conn.query_row(
-            "SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)",
-            [],
-            |r| r.get(0),
-        )?;
         let SqliteStore {
             conn,
             path,
@@ -335,45 +371,10 @@ impl SqliteStore {
             ..
         } = self;
         drop(conn);
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |cause| TableError::Io { path, cause }
-        };
-        if !empty || !presence.try_upgrade().map_err(io(presence.path()))? {
-            return Ok(false);
+        match presence {
+            Some(presence) => files::remove_unused(&path, presence),
+            None => Ok(false),
         }
-        // Another process may have opened, filled and closed the store
-        // between the check and the upgrade; now no one can.
-        let still_empty: bool = Connection::open(&path)?.query_row(
-            "SELECT NOT EXISTS (SELECT 1 FROM kappa_deployments)",
-            [],
-            |r| r.get(0),
-        )?;
-        if !still_empty {
-            return Ok(false);
-        }
-        for suffix in ["", "-wal", "-shm"] {
-            let mut name = path.as_os_str().to_os_string();
-            name.push(suffix);
-            match std::fs::remove_file(&name) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(io(Path::new(&name))(e));
-                }
-                _ => {}
-            }
-        }
-        // With no deployment in the catalog, the deployment locks lock
-        // nothing (ids are never reused); the presence lock goes last.
-        let lock_dir = owner::lock_dir(&path);
-        for entry in std::fs::read_dir(&lock_dir).map_err(io(&lock_dir))? {
-            let entry = entry.map_err(io(&lock_dir))?;
-            if entry.path() != presence.path() {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-        std::fs::remove_file(presence.path()).map_err(io(presence.path()))?;
-        let _ = std::fs::remove_dir(&lock_dir);
-        Ok(true)
     }
 
     fn configure(&mut self) -> Result<(), TableError> {
@@ -470,16 +471,6 @@ impl SqliteStore {
 
 /// The shared presence lock, `STORE.locks/store.lock`, taken before the
 /// connection opens.
-fn presence_lock(store: &Path) -> Result<FileLock, TableError> {
-    let dir = owner::lock_dir(store);
-    std::fs::create_dir_all(&dir).map_err(|cause| TableError::Io {
-        path: dir.clone(),
-        cause,
-    })?;
-    let path = dir.join("store.lock");
-    FileLock::shared(&path).map_err(|cause| TableError::Io { path, cause })
-}
-
 impl TableStore for SqliteStore {
     fn describe(&self) -> String {
         self.path.display().to_string()
@@ -559,14 +550,18 @@ impl TableStore for SqliteStore {
         state: &StateWrite<'_>,
     ) -> Result<(), TableError> {
         SqliteStore::commit_epoch_with_state(self, lease, changes, offsets, stats, sinks, state)
+            .map_err(|e| files::on_full_disk(&self.path, e))
     }
 
     fn write_state(&mut self, lease: &Lease, state: &StateWrite<'_>) -> Result<(), TableError> {
-        let tx = self.write_txn()?;
-        owner::require_lease(&tx, lease)?;
-        state::write(&tx, lease.deployment, state)?;
-        tx.commit()?;
-        Ok(())
+        let mut write = || {
+            let tx = self.write_txn()?;
+            owner::require_lease(&tx, lease)?;
+            state::write(&tx, lease.deployment, state)?;
+            tx.commit()?;
+            Ok(())
+        };
+        write().map_err(|e| files::on_full_disk(&self.path, e))
     }
 
     fn load_state(&self, id: i64) -> Result<Option<StoredState>, TableError> {
