@@ -818,3 +818,44 @@ fn a_backlog_of_groups_is_committed_in_a_few_transactions() {
         assert!(verify.contains("identical"), "{verify}");
     }
 }
+
+/// `kappa log groups` lists the deployments reading a topic beside its
+/// consumer groups, with their committed partitions and lag, as Kafka's
+/// tools list a Streams application's group.
+#[test]
+fn log_groups_lists_the_deployments_reading_a_topic() {
+    let w = World::new();
+    w.ok(&["log", "create", "ev", "--partitions", "2"]);
+    let rows = |from: usize, n: usize| {
+        let body: Vec<String> = (from..from + n)
+            .map(|i| format!("k{},{i}", i % 3))
+            .collect();
+        format!("key,n\n{}\n", body.join("\n"))
+    };
+    let file = w.write("a.csv", &rows(0, 40));
+    w.ok(&["log", "produce", "ev", "--file", &file]);
+    let none = w.kappa(&["log", "groups", "ev"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&none.stderr)
+            .contains("no consumer groups, and no deployment reads the topics")
+    );
+    w.ok(&[
+        "stream",
+        "count-by",
+        "-i",
+        "input=ev",
+        "-p",
+        "key=key",
+        "--until-caught-up",
+        "-q",
+    ]);
+    let file = w.write("b.csv", &rows(40, 7));
+    w.ok(&["log", "produce", "ev", "--file", &file]);
+    let groups = w.ok(&["log", "groups", "ev"]);
+    let line = groups
+        .lines()
+        .find(|l| l.starts_with("counts v1 (live deployment)"))
+        .unwrap_or_else(|| panic!("no deployment in:\n{groups}"));
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 3..], ["ev", "2/2", "7"], "{groups}");
+}

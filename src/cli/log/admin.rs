@@ -6,6 +6,10 @@
 //! `delete` refuses a topic that a deployment in the table store still
 //! reads (building or live), unless `--force`: its stream would fail at its
 //! next read and a reprocess could never replay it.
+//!
+//! `groups` lists the table store's deployments with the groups, as
+//! Kafka's tools list a Streams application's group: a deployment's
+//! committed offsets are in its catalog, not in the log.
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -21,7 +25,14 @@ pub struct DeleteArgs {
     /// Delete it even though a deployment in the table store reads it.
     #[arg(long)]
     force: bool,
-    /// The table store whose deployments are checked.
+    #[command(flatten)]
+    store: TableDbArg,
+}
+
+/// The table store whose deployments read the log.
+#[derive(Debug, Args)]
+struct TableDbArg {
+    /// The table store whose deployments read the topics.
     #[arg(long, value_name = "PATH|URL", env = "KAPPA_TABLE_DB", default_value = crate::table::DEFAULT_PATH)]
     table_db: StoreAddr,
 }
@@ -46,6 +57,8 @@ pub struct AlterArgs {
 pub struct GroupsArgs {
     /// Only this topic's groups [default: every topic's].
     topic: Option<String>,
+    #[command(flatten)]
+    store: TableDbArg,
     #[command(subcommand)]
     command: Option<GroupsCommand>,
 }
@@ -94,13 +107,13 @@ struct ResetArgs {
 }
 
 pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
-    let readers = readers_of(&a.table_db, &a.topic)?;
+    let readers = readers_of(&a.store.table_db, &a.topic)?;
     if !readers.is_empty() && !a.force {
         bail!(
             "topic '{}' is read by {} in {}: drop or retire {} first, or pass --force",
             a.topic,
             readers.join(", "),
-            a.table_db.display(),
+            a.store.table_db.display(),
             if readers.len() == 1 { "it" } else { "them" }
         );
     }
@@ -108,6 +121,26 @@ pub fn delete(log: &Log, a: DeleteArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot delete topic '{}'", a.topic))?;
     say!("deleted topic '{}'", a.topic);
     Ok(())
+}
+
+/// The building and live deployments of the store at `table_db`, with
+/// their committed offsets (none when there is no store).
+fn deployments_reading(
+    table_db: &StoreAddr,
+) -> anyhow::Result<Vec<(crate::table::Deployment, Vec<crate::table::InputOffset>)>> {
+    let store = match crate::table::open_read_only(table_db) {
+        Ok(store) => store,
+        Err(TableError::StoreNotFound { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e).context("cannot read the deployments of the table store"),
+    };
+    let mut out = Vec::new();
+    for d in store.deployments()? {
+        if matches!(d.state, DeploymentState::Building | DeploymentState::Live) {
+            let offsets = store.input_offsets(d.id)?;
+            out.push((d, offsets));
+        }
+    }
+    Ok(out)
 }
 
 /// The building or live deployments of the store at `table_db` that read
@@ -195,7 +228,7 @@ pub fn alter(log: &Log, a: AlterArgs) -> anyhow::Result<()> {
 
 pub fn groups(log: &Log, a: GroupsArgs) -> anyhow::Result<()> {
     match a.command {
-        None => list(log, a.topic.as_deref()),
+        None => list(log, a.topic.as_deref(), &a.store.table_db),
         Some(GroupsCommand::Delete(g)) => {
             let deleted = log
                 .delete_group(&g.topic, &g.group)
@@ -210,17 +243,46 @@ pub fn groups(log: &Log, a: GroupsArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Every group of `topic` (or of every topic): partitions, committed, end, lag.
-fn list(log: &Log, topic: Option<&str>) -> anyhow::Result<()> {
+/// Every group of `topic` (or of every topic), and every building or live
+/// deployment of `table_db` reading it: partitions committed, lag.
+fn list(log: &Log, topic: Option<&str>, table_db: &StoreAddr) -> anyhow::Result<()> {
     let topics = match topic {
         Some(t) => vec![t.to_string()],
         None => log.list_topics().context("cannot list topics")?,
     };
+    let deployments = deployments_reading(table_db)?;
     let mut rows = Vec::new();
     for t in topics {
         let info = log
             .topic(&t)
             .with_context(|| format!("cannot read topic '{t}'"))?;
+        for (d, offsets) in &deployments {
+            if !d.inputs.iter().any(|(_, topic)| *topic == t) {
+                continue;
+            }
+            let next = |p: u32| {
+                offsets
+                    .iter()
+                    .find(|o| o.topic == t && o.partition == p)
+                    .map(|o| o.next)
+            };
+            let committed = info
+                .partitions
+                .iter()
+                .filter(|p| next(p.partition).is_some())
+                .count();
+            let lag: u64 = info
+                .partitions
+                .iter()
+                .map(|p| p.latest.saturating_sub(next(p.partition).unwrap_or(0)))
+                .sum();
+            rows.push(vec![
+                format!("{d} ({} deployment)", d.state),
+                t.clone(),
+                format!("{committed}/{}", info.partitions.len()),
+                lag.to_string(),
+            ]);
+        }
         for g in &info.groups {
             let committed = g
                 .partitions
@@ -237,7 +299,7 @@ fn list(log: &Log, topic: Option<&str>) -> anyhow::Result<()> {
         }
     }
     if rows.is_empty() {
-        say!("no consumer groups");
+        say!("no consumer groups, and no deployment reads the topics");
         return Ok(());
     }
     out!(
