@@ -264,13 +264,12 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
             DeploymentState::Building => p.eta().map_or("?".into(), format_duration),
             _ => "-".into(),
         };
-        let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
         grid.push(vec![
             d.id.to_string(),
             d.output_names().join(","),
             d.version.to_string(),
             format!("{} v{}", d.job, d.job_version),
-            params.join(" "),
+            d.short_params(),
             match d.half_written {
                 true => format!("{} (half-written)", d.state),
                 false => d.state.to_string(),

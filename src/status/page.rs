@@ -89,7 +89,7 @@ fn deployments_table(html: &mut String, deployments: &[Deployment]) {
             html,
             "<tr id=\"d{id}\" data-state=\"{state}\"><td class=\"n\">{id}</td>\
              <td class=\"outputs\">{outputs}</td><td>{version}</td>\
-             <td>{job} v{job_version}<br><small>{params}</small></td>\
+             <td>{job} v{job_version}<br><small title=\"{full}\">{params}</small></td>\
              <td class=\"state {state}\">{state}</td><td class=\"n records\">{records}</td>\
              <td class=\"n rate\">{rate}</td><td class=\"n lag\">{lag}</td>\
              <td><small>{by_input}</small></td><td class=\"n epoch\">{epoch}</td>\
@@ -100,7 +100,8 @@ fn deployments_table(html: &mut String, deployments: &[Deployment]) {
             version = d.version,
             job = esc(&d.job),
             job_version = d.job_version,
-            params = esc(&params.join(" ")),
+            params = esc(&d.short_params()),
+            full = esc(&params.join(" ")),
             state = d.state,
             records = p.records_applied,
             rate = p
@@ -187,6 +188,21 @@ fn chart(title: &str, points: &[(i64, f64)], now: i64) -> String {
 
 /// Per output, its versions' lifecycle events in time order: created,
 /// caught up, made live (a swap, or a rollback to an older version).
+/// `v2 went live`, or `rolled back to v1` when a newer version of `output`
+/// had gone live before `d` did (at `at`): only a rollback brings an older
+/// version back. The catalog keeps each version's last swap only.
+fn went_live(deployments: &[Deployment], output: &str, d: &Deployment, at: i64) -> String {
+    let newer_was_live = deployments.iter().any(|o| {
+        o.output_index(output).is_some()
+            && o.version > d.version
+            && o.swapped_at.is_some_and(|t| t < at)
+    });
+    match newer_was_live {
+        true => format!("rolled back to {}", d.version),
+        false => format!("{} went live", d.version),
+    }
+}
+
 fn swaps(html: &mut String, deployments: &[Deployment]) {
     html.push_str("<h2>Versions and swaps</h2>\n");
     let mut outputs: Vec<&str> = deployments.iter().flat_map(|d| d.output_names()).collect();
@@ -207,7 +223,7 @@ fn swaps(html: &mut String, deployments: &[Deployment]) {
                 events.push((at, format!("{v} caught up")));
             }
             if let Some(at) = d.swapped_at {
-                events.push((at, format!("{v} went live")));
+                events.push((at, went_live(deployments, output, d, at)));
             }
         }
         events.sort();
@@ -285,7 +301,7 @@ mod tests {
         let html = render(&"t.db".parse().unwrap(), false, &[d], &history);
         assert!(!html.contains("<script>"), "{html}");
         assert!(
-            html.contains("&lt;script&gt; v1<br><small>k=a&amp;b</small>"),
+            html.contains("&lt;script&gt; v1<br><small title=\"k=a&amp;b\">k=a&amp;b</small>"),
             "{html}"
         );
         assert!(
@@ -294,5 +310,58 @@ mod tests {
         );
         assert!(html.contains("<td class=\"n lag\">0</td>"), "{html}");
         assert!(html.contains("v2 went live"), "{html}");
+    }
+
+    #[test]
+    fn a_rollback_is_told_from_a_swap_and_long_queries_are_cut() {
+        let sql = format!(
+            "SELECT status, count(*) AS n\nFROM orders{}\nGROUP BY status",
+            " ".repeat(400)
+        );
+        let version = |v: u32, state, swapped_at| Deployment {
+            id: i64::from(v),
+            job: "sql".into(),
+            job_version: 1,
+            version: TableVersion(v),
+            params: vec![("sql".into(), sql.clone())],
+            inputs: vec![],
+            outputs: vec![OutputSchema {
+                name: "bystatus".into(),
+                columns: vec!["status".into()],
+                key: vec![0],
+            }],
+            state,
+            created_at: 0,
+            caught_up_at: None,
+            swapped_at: Some(swapped_at),
+            progress: Progress::default(),
+            note: None,
+            generation: 1,
+            half_written: false,
+            reading: None,
+        };
+        // v1 went live at 10, v2 at 20, and v1 again (a rollback) at 30.
+        let ds = [
+            version(1, DeploymentState::Live, 30),
+            version(2, DeploymentState::Retired, 20),
+        ];
+        let html = render(&"t.db".parse().unwrap(), false, &ds, &History::default());
+        assert!(html.contains("v2 went live"), "{html}");
+        assert!(html.contains("rolled back to v1"), "{html}");
+        let short = ds[0].short_params();
+        assert!(
+            short.starts_with("sql=SELECT status, count(*) AS n… ("),
+            "{short}"
+        );
+        assert!(
+            short.contains(&format!("({} chars, ", sql.chars().count())),
+            "{short}"
+        );
+        assert!(short.len() < 80, "{short}");
+        assert!(
+            html.contains(&format!("<small>{}</small>", esc(&short)))
+                || html.contains(&esc(&short)),
+            "{html}"
+        );
     }
 }

@@ -24,6 +24,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
 
 use crate::schema::OutputSchema;
 use crate::value::Row;
@@ -272,6 +273,39 @@ impl Deployment {
             })
             .collect();
         per_input.join(" ")
+    }
+
+    /// The parameters as `K=V` words, a long or multi-line value (a SQL
+    /// job's query) cut to its first line and named by its length and a
+    /// digest: `sql=SELECT status, count(*)… (412 chars, 5f0c2a1e)`. The
+    /// full values are in [`Deployment::params`].
+    pub fn short_params(&self) -> String {
+        const LONGEST: usize = 40;
+        let words: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| {
+                let first = v
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .trim();
+                if v.len() <= LONGEST && !v.contains('\n') {
+                    return format!("{k}={v}");
+                }
+                let cut: String = first.chars().take(LONGEST).collect();
+                let digest = sha2::Sha256::digest(v.as_bytes());
+                format!(
+                    "{k}={cut}… ({} chars, {:02x}{:02x}{:02x}{:02x})",
+                    v.chars().count(),
+                    digest[0],
+                    digest[1],
+                    digest[2],
+                    digest[3]
+                )
+            })
+            .collect();
+        words.join(" ")
     }
 
     /// `events=120 (0:60 1:60); users=0 (0:0)`: per input, its lag summed over
