@@ -308,7 +308,8 @@ impl SqliteStore {
     }
 
     /// Opens an existing store for reading only (`kappa table show`,
-    /// `status`, `diff`, `verify`, the status page): nothing is written, so
+    /// `status`, `diff`, `verify`, the status page): the database is never
+    /// written (at most the empty presence lock file is made beside it), so
     /// it works on a full disk and for a user who may not write the file.
     /// A catalog of an older schema is migrated by a writing open instead.
     pub fn open_read_only(path: &Path) -> Result<SqliteStore, TableError> {
