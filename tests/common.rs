@@ -83,7 +83,7 @@ impl World {
 
     /// Runs kappa, expecting success; returns stdout then stderr.
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.kappa(args).output().unwrap();
+        let out = self.output(args, NO_COMMAND_TAKES);
         assert!(
             out.status.success(),
             "kappa {args:?}: {}",
@@ -97,9 +97,19 @@ impl World {
     }
     /// Runs kappa, expecting failure; returns stderr.
     pub fn fails(&self, args: &[&str]) -> String {
-        let out = self.kappa(args).output().unwrap();
+        self.fails_within(args, NO_COMMAND_TAKES)
+    }
+    /// [`World::fails`], failing the test if kappa runs longer than `limit`.
+    pub fn fails_within(&self, args: &[&str], limit: Duration) -> String {
+        let out = self.output(args, limit);
         assert!(!out.status.success(), "kappa {args:?} succeeded");
         String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+    /// `kappa ARGS`'s output; the test fails if it runs longer than `limit`
+    /// (it is killed), so that no test hangs on a command that does not end.
+    fn output(&self, args: &[&str], limit: Duration) -> std::process::Output {
+        output_within(self.kappa(args).stdin(Stdio::null()), limit)
+            .unwrap_or_else(|| panic!("kappa {args:?} did not end within {limit:?}"))
     }
     /// Writes a file in the world; returns its path.
     pub fn write(&self, name: &str, text: &str) -> String {
@@ -135,6 +145,9 @@ impl World {
         })
     }
 }
+
+/// Longer than any command of a test runs: one that runs longer hangs.
+const NO_COMMAND_TAKES: Duration = Duration::from_secs(600);
 
 /// Runs `cmd` (in its own process group) and returns its output, or `None`
 /// after killing the group if it has not ended within `limit`.

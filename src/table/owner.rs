@@ -22,6 +22,9 @@
 //!
 //! [`TableStore::take_over`]: super::TableStore::take_over
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use super::TableError;
 use super::deployment::Deployment;
 
@@ -61,6 +64,12 @@ pub(super) trait Holder: Send {
     fn keep(&mut self) -> Result<Kept, TableError> {
         Ok(Kept::Held)
     }
+
+    /// How often a thread of its own keeps it (see [`DeploymentLock`]);
+    /// `None` for a lock that cannot be lost.
+    fn keep_every(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// What [`DeploymentLock::keep`] found.
@@ -72,20 +81,71 @@ pub enum Kept {
     Retaken(String),
 }
 
+type Shared<T> = Arc<Mutex<T>>;
+
 /// The lock a process holds while it drives a deployment (from
 /// [`TableStore::lock`](super::TableStore::lock)); released when dropped or
 /// when the process dies.
+///
+/// A lock that can be lost with its connection is kept by a thread of its
+/// own, every [`Holder::keep_every`]: its session never idles, and a lost
+/// session is taken again at once, however long the driving process's
+/// commit or dataflow step takes. Between the loss and the retake another
+/// process may take the lock; it then takes the deployment over, and this
+/// process is fenced off by the lease. What the thread could not repair
+/// waits for the driving process's next [`DeploymentLock::keep`].
 pub struct DeploymentLock {
     /// The file lock or the connection that holds the session lock.
-    held: std::sync::Mutex<Box<dyn Holder>>,
+    held: Shared<Box<dyn Holder>>,
+    /// The keeper thread's failure, not yet reported.
+    failed: Shared<Option<TableError>>,
     what: String,
 }
 
 impl DeploymentLock {
     pub(super) fn new(held: impl Holder + 'static, what: String) -> DeploymentLock {
-        DeploymentLock {
-            held: std::sync::Mutex::new(Box::new(held)),
+        let every = held.keep_every();
+        let lock = DeploymentLock {
+            held: Arc::new(Mutex::new(Box::new(held))),
+            failed: Arc::default(),
             what,
+        };
+        if let Some(every) = every {
+            lock.spawn_keeper(every);
+        }
+        lock
+    }
+
+    /// Keeps the lock every `every` until it is dropped (the thread holds
+    /// it only weakly, so dropping the lock releases it) or a keep fails.
+    fn spawn_keeper(&self, every: Duration) {
+        let held = Arc::downgrade(&self.held);
+        let failed = self.failed.clone();
+        let what = self.what.clone();
+        let keeper = move || {
+            loop {
+                std::thread::sleep(every);
+                let Some(held) = held.upgrade() else { return };
+                let Ok(mut held) = held.lock() else { return };
+                match held.keep() {
+                    Ok(Kept::Held) => {}
+                    Ok(Kept::Retaken(why)) => report_retaken(&what, &why),
+                    Err(e) => {
+                        if let Ok(mut failed) = failed.lock() {
+                            *failed = Some(e);
+                        }
+                        return;
+                    }
+                }
+            }
+        };
+        // Without the thread the driving process still keeps the lock
+        // between commits.
+        if let Err(e) = std::thread::Builder::new()
+            .name("kappa-lock".into())
+            .spawn(keeper)
+        {
+            tracing::warn!("no thread to keep the deployment lock: {e}");
         }
     }
 
@@ -95,24 +155,29 @@ impl DeploymentLock {
     }
 
     /// Checks that it is still held, and takes it again if what held it
-    /// was lost (see [`Holder::keep`]). The driving process calls it
-    /// between commits, so that a second process is refused also after the
-    /// lock's connection was lost.
+    /// was lost (see [`Holder::keep`]); the keeper thread's failure first.
+    /// The driving process calls it between commits, so that it stops when
+    /// another process holds the lock now.
     pub fn keep(&self) -> Result<Kept, TableError> {
+        if let Some(e) = self.failed.lock().expect("deployment lock poisoned").take() {
+            return Err(e);
+        }
         self.held.lock().expect("deployment lock poisoned").keep()
     }
 
     /// [`DeploymentLock::keep`], saying on stderr when it was taken again.
     pub fn keep_and_report(&self) -> Result<(), TableError> {
         if let Kept::Retaken(why) = self.keep()? {
-            tracing::warn!("the deployment lock was lost ({why}) and is held again");
-            say!(
-                "kappa: the deployment lock ({}) was lost with its connection ({why}); took it again",
-                self.what
-            );
+            report_retaken(&self.what, &why);
         }
         Ok(())
     }
+}
+
+/// Says on stderr that the lock `what` was lost (`why`) and taken again.
+fn report_retaken(what: &str, why: &str) {
+    tracing::warn!("the deployment lock was lost ({why}) and is held again");
+    say!("kappa: the deployment lock ({what}) was lost with its connection ({why}); took it again");
 }
 
 impl std::fmt::Debug for DeploymentLock {

@@ -7,11 +7,12 @@
 //!
 //! The connection can be lost while the process lives: a server restart,
 //! `pg_terminate_backend`, `idle_session_timeout`, a network cut. The lock
-//! goes with it, so the driving process checks it between commits
-//! ([`SessionLock::keep`]) and takes it again on a new connection before it
-//! goes on; if another process took it meanwhile, this one stops with the
-//! "already driven by" error. The check is a statement on the connection,
-//! which also keeps it from being idle.
+//! goes with it, so a thread of the driving process checks it every
+//! [`KEEP_EVERY`] ([`SessionLock::keep`]) and takes it again on a new
+//! connection; if another process took it meanwhile, the driving process
+//! stops with the "already driven by" error before its next commit. The
+//! check is a statement on the connection, which also keeps it from being
+//! idle.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,9 @@ use crate::table::{Deployment, DeploymentLock, PgAddr, TableError};
 
 /// The first key of deployment locks ('kapq'); the second is the id.
 pub(super) const DEPLOYMENT_CLASS: i32 = 0x6b61_7071;
+
+/// How often the lock's session is checked (and so kept from idling).
+const KEEP_EVERY: Duration = Duration::from_millis(200);
 
 /// How long a lost session of this process may still hold the lock on the
 /// server after it was ended (the backend exits asynchronously).
@@ -41,7 +45,7 @@ pub(super) fn acquire(
     if !try_lock(&mut client, key, &shown)? {
         return Err(TableError::Owned {
             deployment: describe(d),
-            holder: owner.unwrap_or_else(|| "another process".into()),
+            holder: owner.unwrap_or_else(|| "not yet named in the catalog".into()),
         });
     }
     let pid = backend_pid(&mut client, &shown)?;
@@ -81,14 +85,18 @@ impl Holder for SessionLock {
         if !self.take_again(&mut client, &shown)? {
             return Err(TableError::Owned {
                 deployment: self.deployment.clone(),
-                holder: "another process, which took the lock while this process's \
-                         connection to the store was lost"
+                holder: "it took the lock while this process's connection to the \
+                         store was lost"
                     .into(),
             });
         }
         self.pid = backend_pid(&mut client, &shown)?;
         self.client = client;
         Ok(Kept::Retaken(lost.to_string()))
+    }
+
+    fn keep_every(&self) -> Option<Duration> {
+        Some(KEEP_EVERY)
     }
 }
 

@@ -96,7 +96,7 @@ pub(super) fn lock_file(store: &Path, d: &Deployment) -> Result<DeploymentLock, 
         Ok(lock) => Ok(DeploymentLock::new(lock, path.display().to_string())),
         Err(TryLock::Held(holder)) => Err(TableError::Owned {
             deployment: describe(d),
-            holder: holder.unwrap_or_else(|| "another process".into()),
+            holder: holder.unwrap_or_else(|| "its lock file names no process".into()),
         }),
         Err(TryLock::Io(cause)) => Err(TableError::Io { path, cause }),
     }
