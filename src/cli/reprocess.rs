@@ -151,8 +151,17 @@ pub fn rollback(
         );
     }
     let (sources, mut store) = paths.open()?;
-    let (on_log, started) =
-        OnLog::start_rollback(registry, &mut *store, &sources, &args.name, args.version)?;
+    let (on_log, started) = OnLog::start_rollback(
+        registry,
+        &mut *store,
+        &sources,
+        &args.name,
+        args.version,
+        &args
+            .options
+            .on_bad_row
+            .read_options(args.options.null.clone()),
+    )?;
     say!(
         "kappa table rollback: resuming {} {} from its committed offsets; it goes live once caught up",
         args.name,

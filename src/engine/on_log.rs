@@ -276,6 +276,7 @@ impl OnLog {
         sources: &Sources,
         output: &str,
         version: Option<TableVersion>,
+        options: &ReadOptions,
     ) -> Result<(OnLog, Started), EngineError> {
         let live = store.find_by_output(output, None)?;
         let previous = match version {
@@ -289,6 +290,8 @@ impl OnLog {
             )));
         }
         let on_log = OnLog::for_deployment(registry, &previous, sources)?;
+        // Refused before the version is reopened, so a retry finds it retired.
+        super::reading::agree(&mut *store, &previous, options)?;
         let started = Started::claim(store, previous, false)?;
         store.reopen(started.deployment.id)?;
         Ok((on_log, started))

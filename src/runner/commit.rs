@@ -571,6 +571,15 @@ impl Committer {
                 }
                 Err(e) => return Err(e),
             };
+            if !diff.removed_columns.is_empty() {
+                return Ok(Err(format!(
+                    "{} {} drops the columns {} of {}, which no rule can accept",
+                    o.name,
+                    d.version,
+                    diff.removed_columns.join(", "),
+                    live.version
+                )));
+            }
             if let Err(why) = rule.check(&diff.counts) {
                 return Ok(Err(format!(
                     "{} {} against {}: {why}",

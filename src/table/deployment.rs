@@ -290,7 +290,7 @@ impl Deployment {
                     .find(|l| !l.trim().is_empty())
                     .unwrap_or("")
                     .trim();
-                if v.len() <= LONGEST && !v.contains('\n') {
+                if v.chars().count() <= LONGEST && !v.contains('\n') {
                     return format!("{k}={v}");
                 }
                 let cut: String = first.chars().take(LONGEST).collect();

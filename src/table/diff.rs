@@ -23,6 +23,7 @@ use std::fmt;
 use crate::value::Row;
 
 use super::TableError;
+use super::deployment::is_bag;
 use crate::schema::OutputSchema;
 
 /// One key's rows with their multiplicities.
@@ -195,14 +196,19 @@ pub(super) fn comparable(
     sa: &OutputSchema,
     sb: &OutputSchema,
 ) -> Result<Shared, TableError> {
-    if key_names(sa) != key_names(sb) {
+    if key_names(sa) != key_names(sb) || is_bag(sa) != is_bag(sb) {
         return Err(TableError::NotComparable {
             output: output.to_string(),
             from,
             to,
             reason: format!(
-                "v{from} is keyed by ({}), v{to} by ({}), so their rows do not pair up \
+                "{}v{from} is keyed by ({}), v{to} by ({}), so their rows do not pair up \
                  (v{from} has columns ({}), v{to} has ({}))",
+                match (is_bag(sa), is_bag(sb)) {
+                    (true, false) => format!("v{from} is a bag (keyed by every column): "),
+                    (false, true) => format!("v{to} is a bag (keyed by every column): "),
+                    _ => String::new(),
+                },
                 names(&sa.columns, &sa.key),
                 names(&sb.columns, &sb.key),
                 sa.columns.join(","),

@@ -177,9 +177,7 @@ pub(super) fn remove_unused(path: &Path, presence: FileLock) -> Result<bool, Tab
 /// [`remove_unused`]), even when it cannot be opened for writing (a full
 /// disk). A store whose presence lock cannot be taken is left alone.
 pub(super) fn remove_if_unused_at(path: &Path) -> Result<bool, TableError> {
-    if !path.exists() {
-        return Ok(false);
-    }
+    // Also when the file itself was never made: the lock directory was.
     let lock = owner::lock_dir(path).join("store.lock");
     let Ok(presence) = FileLock::shared(&lock) else {
         return Ok(false);

@@ -318,21 +318,39 @@ impl SqliteStore {
                 addr: path.display().to_string(),
             });
         }
+        // The presence lock first, as a writer takes it: a failed first run
+        // never removes the file under an open reader.
+        let presence = files::presence_lock(path).ok();
         let conn = files::open_reader(path).map_err(|e| files::on_full_disk(path, e))?;
         let mut store = SqliteStore {
             conn,
             path: path.to_path_buf(),
             writers: HashMap::new(),
             piece_rows: epoch::PIECE_ROWS,
-            presence: files::presence_lock(path).ok(),
+            presence,
         };
         store.conn.busy_handler(Some(poll_busy))?;
-        match store.schema_version()?.as_deref() {
+        let version = store.schema_version()?;
+        let older = version
+            .as_deref()
+            .and_then(|v| v.parse::<u32>().ok())
+            .is_some_and(|v| v < SCHEMA_VERSION.parse::<u32>().expect("a number"));
+        match version.as_deref() {
             Some(SCHEMA_VERSION) => Ok(store),
-            _ => {
+            // Migrated by a writing open, as any command of this kappa would.
+            Some(_) if older => {
                 drop(store);
                 SqliteStore::open(path)
             }
+            other => Err(TableError::Corrupt {
+                what: path.display().to_string(),
+                reason: match other {
+                    None => "it holds no kappa catalog".into(),
+                    Some(v) => {
+                        format!("catalog schema version is {v}, this kappa reads {SCHEMA_VERSION}")
+                    }
+                },
+            }),
         }
     }
 
@@ -470,8 +488,6 @@ impl SqliteStore {
     }
 }
 
-/// The shared presence lock, `STORE.locks/store.lock`, taken before the
-/// connection opens.
 impl TableStore for SqliteStore {
     fn describe(&self) -> String {
         self.path.display().to_string()
