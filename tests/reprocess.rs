@@ -340,6 +340,11 @@ fn a_replay_killed_between_pieces_of_an_epoch_is_rebuilt() {
         "{stderr}"
     );
     assert_eq!(half_written(&w), Some(0));
+    let status = w.ok(&["table", "status"]);
+    assert!(
+        status.contains("building, caught up: waiting for a swap"),
+        "{status}"
+    );
     let verify = w.ok(&["table", "verify", "counts", "--version", "2"]);
     assert!(verify.contains("identical (60000 rows"), "{verify}");
 }

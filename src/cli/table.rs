@@ -270,10 +270,7 @@ fn status(store: &dyn TableStore) -> anyhow::Result<Grid> {
             d.version.to_string(),
             format!("{} v{}", d.job, d.job_version),
             d.short_params(),
-            match d.half_written {
-                true => format!("{} (half-written)", d.state),
-                false => d.state.to_string(),
-            },
+            d.state_shown(),
             p.records_applied.to_string(),
             p.records_per_sec
                 .map_or("-".into(), |r| format!("{r:.0}/s")),

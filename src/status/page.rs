@@ -102,7 +102,7 @@ fn deployments_table(html: &mut String, deployments: &[Deployment]) {
             job_version = d.job_version,
             params = esc(&d.short_params()),
             full = esc(&params.join(" ")),
-            state = d.state,
+            state = esc(&d.state_shown()),
             records = p.records_applied,
             rate = p
                 .records_per_sec
@@ -123,7 +123,7 @@ fn deployments_table(html: &mut String, deployments: &[Deployment]) {
 fn charts(html: &mut String, deployments: &[Deployment], history: &History) {
     let _ = writeln!(
         html,
-        "<h2>Lag and throughput, up to the last {} minutes</h2>\n<div class=\"charts\">",
+        "<h2>Lag and throughput, up to the last {} minutes (times in UTC)</h2>\n<div class=\"charts\">",
         KEEP_MS / 60_000
     );
     let now = crate::table::now_ms();
@@ -149,7 +149,7 @@ fn charts(html: &mut String, deployments: &[Deployment], history: &History) {
             d.id,
             esc(&d.output_names().join(", ")),
             d.version,
-            d.state,
+            esc(&d.state_shown()),
             chart("lag (records)", &lag, now),
             chart("applied (records/s)", &rate, now),
         );
@@ -158,32 +158,75 @@ fn charts(html: &mut String, deployments: &[Deployment], history: &History) {
 }
 
 /// A line chart of `points` (unix ms, value) up to `now`, over the span
-/// sampled (at least a minute, at most [`KEEP_MS`]).
+/// sampled (at least a minute, at most [`KEEP_MS`]), with a time axis in
+/// UTC under it.
 fn chart(title: &str, points: &[(i64, f64)], now: i64) -> String {
-    const W: f64 = 360.0;
-    const H: f64 = 70.0;
     let span = points
         .first()
         .map_or(KEEP_MS, |p| now - p.0)
-        .clamp(60_000, KEEP_MS) as f64;
+        .clamp(60_000, KEEP_MS);
     let max = points.iter().map(|p| p.1).fold(0.0_f64, f64::max);
     let top = if max > 0.0 { max } else { 1.0 };
+    let x = |at: i64| CHART_W * (1.0 - (now - at) as f64 / span as f64);
     let line: Vec<String> = points
         .iter()
-        .map(|&(at, v)| {
-            let x = W * (1.0 - (now - at) as f64 / span);
-            let y = H - H * v / top;
-            format!("{x:.1},{y:.1}")
-        })
+        .map(|&(at, v)| format!("{:.1},{:.1}", x(at), CHART_H - CHART_H * v / top))
         .collect();
     let last = points.last().map_or("-".into(), |p| format!("{:.0}", p.1));
     format!(
-        "<svg width=\"{W}\" height=\"{}\" role=\"img\" aria-label=\"{title}\">\
+        "<svg width=\"{CHART_W}\" height=\"{}\" role=\"img\" aria-label=\"{title}\">\
          <text x=\"4\" y=\"12\" font-size=\"11\" fill=\"#555\">{title}: now {last}, max {max:.0}</text>\
-         <polyline fill=\"none\" stroke=\"#36c\" stroke-width=\"1.5\" points=\"{}\"/></svg>",
-        H + 2.0,
-        line.join(" ")
+         <polyline fill=\"none\" stroke=\"#36c\" stroke-width=\"1.5\" points=\"{}\"/>{}</svg>",
+        CHART_H + AXIS_H,
+        line.join(" "),
+        time_axis(now, span, x)
     )
+}
+
+const CHART_W: f64 = 360.0;
+const CHART_H: f64 = 70.0;
+/// The height of the time axis under a chart.
+const AXIS_H: f64 = 16.0;
+
+/// The time axis under a chart that ends at `now` and spans `span` ms: a
+/// base line and a labelled tick (`HH:MM`, or `HH:MM:SS` for ticks less
+/// than a minute apart) at every multiple of a round step, 3 to 6 of them.
+fn time_axis(now: i64, span: i64, x: impl Fn(i64) -> f64) -> String {
+    const STEPS: [i64; 6] = [10_000, 15_000, 30_000, 60_000, 120_000, 300_000];
+    let step = STEPS.into_iter().find(|s| span / s <= 6).unwrap_or(600_000);
+    let mut axis = format!(
+        "<g class=\"time-axis\" font-size=\"10\" fill=\"#555\" stroke=\"#999\">\
+         <line x1=\"0\" y1=\"{CHART_H}\" x2=\"{CHART_W}\" y2=\"{CHART_H}\"/>"
+    );
+    let mut tick = (now - span).div_euclid(step) * step + step;
+    while tick <= now {
+        let at = x(tick);
+        let anchor = match at {
+            a if a < 24.0 => "start",
+            a if a > CHART_W - 24.0 => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            axis,
+            "<line x1=\"{at:.1}\" y1=\"{CHART_H}\" x2=\"{at:.1}\" y2=\"{}\"/>\
+             <text x=\"{at:.1}\" y=\"{}\" text-anchor=\"{anchor}\" stroke=\"none\">{}</text>",
+            CHART_H + 3.0,
+            CHART_H + 13.0,
+            clock(tick, step < 60_000)
+        );
+        tick += step;
+    }
+    axis.push_str("</g>");
+    axis
+}
+
+/// The UTC time of day of `ms` (unix ms): `HH:MM`, or `HH:MM:SS`.
+fn clock(ms: i64, seconds: bool) -> String {
+    let s = ms.div_euclid(1000).rem_euclid(86_400);
+    match seconds {
+        true => format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60),
+        false => format!("{:02}:{:02}", s / 3600, s / 60 % 60),
+    }
 }
 
 /// `v2 went live`, or `rolled back to v1` when a newer version of `output`
@@ -230,7 +273,7 @@ fn swaps(html: &mut String, deployments: &[Deployment]) {
         let now: Vec<String> = deployments
             .iter()
             .filter(|d| d.output_index(output).is_some())
-            .map(|d| format!("{} {}", d.version, d.state))
+            .map(|d| format!("{} {}", d.version, d.state_shown()))
             .collect();
         let _ = writeln!(
             html,
@@ -312,18 +355,19 @@ mod tests {
         assert!(html.contains("v2 went live"), "{html}");
     }
 
-    #[test]
-    fn a_rollback_is_told_from_a_swap_and_long_queries_are_cut() {
-        let sql = format!(
-            "SELECT status, count(*) AS n\nFROM orders{}\nGROUP BY status",
-            " ".repeat(400)
-        );
-        let version = |v: u32, state, swapped_at| Deployment {
+    /// Version `v` of a SQL job's deployment of `bystatus`.
+    fn sql_version(
+        sql: &str,
+        v: u32,
+        state: DeploymentState,
+        swapped_at: Option<i64>,
+    ) -> Deployment {
+        Deployment {
             id: i64::from(v),
             job: "sql".into(),
             job_version: 1,
             version: TableVersion(v),
-            params: vec![("sql".into(), sql.clone())],
+            params: vec![("sql".into(), sql.into())],
             inputs: vec![],
             outputs: vec![OutputSchema {
                 name: "bystatus".into(),
@@ -333,13 +377,22 @@ mod tests {
             state,
             created_at: 0,
             caught_up_at: None,
-            swapped_at: Some(swapped_at),
+            swapped_at,
             progress: Progress::default(),
             note: None,
             generation: 1,
             half_written: false,
             reading: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_rollback_is_told_from_a_swap_and_long_queries_are_cut() {
+        let sql = format!(
+            "SELECT status, count(*) AS n\nFROM orders{}\nGROUP BY status",
+            " ".repeat(400)
+        );
+        let version = |v, state, at| sql_version(&sql, v, state, Some(at));
         // v1 went live at 10, v2 at 20, and v1 again (a rollback) at 30.
         let ds = [
             version(1, DeploymentState::Live, 30),
@@ -362,5 +415,35 @@ mod tests {
             html.contains(&format!(">{}</small>", esc(&short))),
             "{html}"
         );
+    }
+
+    #[test]
+    fn charts_have_a_time_axis_in_utc() {
+        // 12:10:00 UTC on some day; samples over the last 5 minutes.
+        let now = 1_700_000_000_000_i64.div_euclid(86_400_000) * 86_400_000 + 43_800_000;
+        let points: Vec<(i64, f64)> = (0..=5).map(|m| (now - 300_000 + m * 60_000, 1.0)).collect();
+        let svg = chart("lag (records)", &points, now);
+        for tick in ["12:06", "12:08", "12:10"] {
+            assert!(svg.contains(&format!(">{tick}</text>")), "{tick}: {svg}");
+        }
+        assert!(
+            !svg.contains(">12:05</text>"),
+            "the span starts at 12:05: {svg}"
+        );
+        // A minute's span ticks every 10 s, with seconds.
+        let svg = chart("lag (records)", &points[5..], now);
+        assert!(svg.contains(">12:09:10</text>"), "{svg}");
+        assert!(svg.contains(">12:10:00</text>"), "{svg}");
+        assert_eq!(svg.matches("text-anchor").count(), 6, "{svg}");
+    }
+
+    #[test]
+    fn a_caught_up_building_version_waits_for_a_swap() {
+        let mut d = sql_version("SELECT 1", 2, DeploymentState::Building, None);
+        assert_eq!(d.state_shown(), "building");
+        d.caught_up_at = Some(5);
+        assert_eq!(d.state_shown(), "building, caught up: waiting for a swap");
+        d.state = DeploymentState::Live;
+        assert_eq!(d.state_shown(), "live");
     }
 }

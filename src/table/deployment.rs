@@ -275,6 +275,21 @@ impl Deployment {
         per_input.join(" ")
     }
 
+    /// Its state as `table status` and the status page show it: a
+    /// building version that has caught up waits for a swap (`--swap
+    /// manual`, an `auto-if` rule that refused it, or a process that
+    /// stopped before its swap), and a half-written one says so.
+    pub fn state_shown(&self) -> String {
+        let mut shown = self.state.to_string();
+        if self.state == DeploymentState::Building && self.caught_up_at.is_some() {
+            shown.push_str(", caught up: waiting for a swap");
+        }
+        if self.half_written {
+            shown.push_str(" (half-written)");
+        }
+        shown
+    }
+
     /// The parameters as `K=V` words, a long or multi-line value (a SQL
     /// job's query) cut to its first line and named by its length and a
     /// digest: `sql=SELECT status, count(*)… (412 chars, 5f0c2a1e)`. The

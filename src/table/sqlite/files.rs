@@ -78,6 +78,13 @@ pub(super) fn on_full_disk(path: &Path, e: TableError) -> TableError {
 }
 
 /// A read-only connection to the store at `path` (which exists).
+///
+/// A reader of a store in WAL mode needs its `-shm` file, which it creates
+/// when the store's last writer has closed. Where it cannot (a full disk, or
+/// a user who may read the store but not write its directory) and the WAL
+/// holds nothing, the file alone is the whole store, and it is opened as
+/// immutable. Where the WAL holds changes, they cannot be read without the
+/// `-shm` file, and the open fails, saying why.
 pub(super) fn open_reader(path: &Path) -> Result<Connection, TableError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -87,15 +94,41 @@ pub(super) fn open_reader(path: &Path) -> Result<Connection, TableError> {
         r.get::<_, i64>(0)
     }) {
         Ok(_) => Ok(conn),
-        Err(rusqlite::Error::SqliteFailure(f, _))
-            if f.extended_code == rusqlite::ffi::SQLITE_IOERR_SHMSIZE && !wal_has_changes(path) =>
-        {
+        Err(rusqlite::Error::SqliteFailure(f, _)) if needs_shm_file(f.extended_code) => {
             drop(conn);
+            if wal_has_changes(path) {
+                return Err(TableError::Io {
+                    path: suffixed(path, "-shm"),
+                    cause: std::io::Error::other(format!(
+                        "cannot be created, and the store's write-ahead log {} holds changes \
+                         that cannot be read without it; run this as a user who may write \
+                         {}, or once its writer has closed it (SQLite: {f})",
+                        suffixed(path, "-wal").display(),
+                        path.parent().unwrap_or(Path::new(".")).display()
+                    )),
+                });
+            }
             let uri = format!("file:{}?immutable=1", uri_path(path));
             Ok(Connection::open_with_flags(uri, flags)?)
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether SQLite's `code` says a reader could not create or map the
+/// store's `-shm` file.
+fn needs_shm_file(code: std::ffi::c_int) -> bool {
+    use rusqlite::ffi;
+    matches!(
+        code,
+        ffi::SQLITE_IOERR_SHMSIZE
+            | ffi::SQLITE_IOERR_SHMOPEN
+            | ffi::SQLITE_READONLY_CANTINIT
+            | ffi::SQLITE_READONLY_CANTLOCK
+            | ffi::SQLITE_READONLY_RECOVERY
+            | ffi::SQLITE_READONLY_DIRECTORY
+            | ffi::SQLITE_CANTOPEN
+    )
 }
 
 /// Whether the write-ahead log beside `path` exists with content (or
