@@ -187,10 +187,13 @@ const CHART_W: f64 = 360.0;
 const CHART_H: f64 = 70.0;
 /// The height of the time axis under a chart.
 const AXIS_H: f64 = 16.0;
+/// Half the width of the widest tick label (`HH:MM:SS` at 10 px).
+const LABEL_HALF_W: f64 = 22.0;
 
 /// The time axis under a chart that ends at `now` and spans `span` ms: a
-/// base line and a labelled tick (`HH:MM`, or `HH:MM:SS` for ticks less
-/// than a minute apart) at every multiple of a round step, 3 to 6 of them.
+/// base line and a tick at every multiple of a round step, 3 to 6 of them,
+/// labelled `HH:MM` (or `HH:MM:SS` for ticks less than a minute apart)
+/// where the label fits.
 fn time_axis(now: i64, span: i64, x: impl Fn(i64) -> f64) -> String {
     const STEPS: [i64; 6] = [10_000, 15_000, 30_000, 60_000, 120_000, 300_000];
     let step = STEPS.into_iter().find(|s| span / s <= 6).unwrap_or(600_000);
@@ -201,19 +204,20 @@ fn time_axis(now: i64, span: i64, x: impl Fn(i64) -> f64) -> String {
     let mut tick = (now - span).div_euclid(step) * step + step;
     while tick <= now {
         let at = x(tick);
-        let anchor = match at {
-            a if a < 24.0 => "start",
-            a if a > CHART_W - 24.0 => "end",
-            _ => "middle",
-        };
         let _ = write!(
             axis,
-            "<line x1=\"{at:.1}\" y1=\"{CHART_H}\" x2=\"{at:.1}\" y2=\"{}\"/>\
-             <text x=\"{at:.1}\" y=\"{}\" text-anchor=\"{anchor}\" stroke=\"none\">{}</text>",
-            CHART_H + 3.0,
-            CHART_H + 13.0,
-            clock(tick, step < 60_000)
+            "<line x1=\"{at:.1}\" y1=\"{CHART_H}\" x2=\"{at:.1}\" y2=\"{}\"/>",
+            CHART_H + 3.0
         );
+        // A label centred on its tick, unless it would not fit the chart.
+        if (LABEL_HALF_W..=CHART_W - LABEL_HALF_W).contains(&at) {
+            let _ = write!(
+                axis,
+                "<text x=\"{at:.1}\" y=\"{}\" text-anchor=\"middle\" stroke=\"none\">{}</text>",
+                CHART_H + 13.0,
+                clock(tick, step < 60_000)
+            );
+        }
         tick += step;
     }
     axis.push_str("</g>");
@@ -423,7 +427,7 @@ mod tests {
         let now = 1_700_000_000_000_i64.div_euclid(86_400_000) * 86_400_000 + 43_800_000;
         let points: Vec<(i64, f64)> = (0..=5).map(|m| (now - 300_000 + m * 60_000, 1.0)).collect();
         let svg = chart("lag (records)", &points, now);
-        for tick in ["12:06", "12:08", "12:10"] {
+        for tick in ["12:06", "12:07", "12:09"] {
             assert!(svg.contains(&format!(">{tick}</text>")), "{tick}: {svg}");
         }
         assert!(
@@ -433,8 +437,10 @@ mod tests {
         // A minute's span ticks every 10 s, with seconds.
         let svg = chart("lag (records)", &points[5..], now);
         assert!(svg.contains(">12:09:10</text>"), "{svg}");
-        assert!(svg.contains(">12:10:00</text>"), "{svg}");
-        assert_eq!(svg.matches("text-anchor").count(), 6, "{svg}");
+        assert!(svg.contains(">12:09:50</text>"), "{svg}");
+        // The tick at the chart's right edge has no label: it would not fit.
+        assert!(!svg.contains(">12:10:00</text>"), "{svg}");
+        assert_eq!(svg.matches("text-anchor").count(), 5, "{svg}");
     }
 
     #[test]
