@@ -276,22 +276,21 @@ pub(super) fn mark_caught_up(c: &mut Client, lease: &Lease) -> Result<(), TableE
 }
 
 pub(super) fn set_note(c: &mut Client, id: i64, note: Option<&str>) -> Result<(), TableError> {
-    let mut tx = begin(c, false)?;
-    state_in(&mut tx, id)?;
-    tx.execute(
-        "UPDATE kappa.deployments SET note = $2 WHERE id = $1",
-        &[&id, &note],
-    )?;
-    tx.commit()?;
-    Ok(())
+    set_text(c, id, "note", note)
 }
 
 pub(super) fn set_reading(c: &mut Client, id: i64, reading: &str) -> Result<(), TableError> {
+    set_text(c, id, "reading", Some(reading))
+}
+
+/// Sets the text column `column` (a name of ours, never the user's) of
+/// deployment `id`, which must exist.
+fn set_text(c: &mut Client, id: i64, column: &str, value: Option<&str>) -> Result<(), TableError> {
     let mut tx = begin(c, false)?;
     state_in(&mut tx, id)?;
     tx.execute(
-        "UPDATE kappa.deployments SET reading = $2 WHERE id = $1",
-        &[&id, &reading],
+        &format!("UPDATE kappa.deployments SET {column} = $2 WHERE id = $1"),
+        &[&id, &value],
     )?;
     tx.commit()?;
     Ok(())

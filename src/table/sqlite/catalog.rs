@@ -193,22 +193,21 @@ impl SqliteStore {
 
     /// Sets the free-text note shown by `kappa table status`.
     pub(super) fn set_note(&mut self, id: i64, note: Option<&str>) -> Result<(), TableError> {
-        let tx = self.write_txn()?;
-        state_in(&tx, id)?;
-        tx.execute(
-            "UPDATE kappa_deployments SET note = ?2 WHERE id = ?1",
-            params![id, note],
-        )?;
-        tx.commit()?;
-        Ok(())
+        self.set_text(id, "note", note)
     }
 
     pub(super) fn set_reading(&mut self, id: i64, reading: &str) -> Result<(), TableError> {
+        self.set_text(id, "reading", Some(reading))
+    }
+
+    /// Sets the text column `column` (a name of ours, never the user's) of
+    /// deployment `id`, which must exist.
+    fn set_text(&mut self, id: i64, column: &str, value: Option<&str>) -> Result<(), TableError> {
         let tx = self.write_txn()?;
         state_in(&tx, id)?;
         tx.execute(
-            "UPDATE kappa_deployments SET reading = ?2 WHERE id = ?1",
-            params![id, reading],
+            &format!("UPDATE kappa_deployments SET {column} = ?2 WHERE id = ?1"),
+            params![id, value],
         )?;
         tx.commit()?;
         Ok(())
