@@ -160,11 +160,34 @@ pub(crate) fn walkthrough(w: &World) {
     ]);
     assert_eq!(w.states(), vec![(1, Retired), (2, Live)]);
     same(&w.view(), &w.batch(&all, "600"), "view");
+    // Reprocessing with exactly the live version's job, parameters and
+    // inputs would build a copy of it: nothing is built.
+    let again = [
+        "reprocess",
+        "sessionize",
+        "-i",
+        "events=events",
+        "-p",
+        "gap=600",
+        "--until-caught-up",
+        "-q",
+    ];
+    let out = w.ok(&again);
+    assert!(
+        out.contains("nothing changed: sessions v2 is live and runs sessionize v1"),
+        "{out}"
+    );
+    assert_eq!(w.states(), vec![(1, Retired), (2, Live)]);
     let status = w.ok(&["table", "status"]);
     assert!(
         status.contains("gap=1800") && status.contains("gap=600"),
         "{status}"
     );
+    // `--force` builds the copy anyway.
+    let out = w.ok(&[&again[..], &["--force"]].concat());
+    assert!(out.contains("swapped sessions to v3"), "{out}");
+    assert_eq!(w.states().last(), Some(&(3, Live)));
+    same(&w.view(), &w.batch(&all, "600"), "view");
 }
 
 #[test]

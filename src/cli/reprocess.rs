@@ -68,6 +68,9 @@ pub struct ReprocessArgs {
     /// Go on even though retention has deleted the start of a (non-compacted) input topic.
     #[arg(long)]
     pub from_earliest_available: bool,
+    /// Build a new version even when the live one runs exactly this job version, parameters and inputs.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()> {
@@ -87,6 +90,23 @@ pub fn reprocess(registry: &Registry, args: ReprocessArgs) -> anyhow::Result<()>
     }
     let mut store = args.job.store.open_store()?;
     let outputs = on_log.output_names().join(",");
+    let reading = options.on_bad_row.read_options(options.null.clone());
+    // Across processes the others would wait for process 0's run: a
+    // cluster's reprocess always builds.
+    if !args.force
+        && options.workers.config()?.processes == 1
+        && let Some(live) = on_log.same_as_live(&*store, &reading)?
+    {
+        say!(
+            "kappa reprocess: nothing changed: {outputs} {} is live and runs {} v{} with the same \
+             parameters and inputs, so a new version would be a copy of it; nothing was built \
+             (pass --force to build one anyway)",
+            live.version,
+            live.job,
+            live.job_version
+        );
+        return Ok(());
+    }
     let started = on_log.start_building(&mut *store, args.from_earliest_available)?;
     let version = started.deployment.version;
     match started.created {

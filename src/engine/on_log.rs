@@ -200,6 +200,28 @@ impl OnLog {
             && d.inputs == new.inputs
     }
 
+    /// The live deployment of these outputs when it runs exactly this job
+    /// (the same job version, parameters and inputs, reading nulls the same
+    /// way) and nothing is being built beside it: a reprocess would build a
+    /// copy of it.
+    pub fn same_as_live(
+        &self,
+        store: &dyn TableStore,
+        options: &ReadOptions,
+    ) -> Result<Option<Deployment>, EngineError> {
+        let outputs = self.output_names();
+        let building = store.deployments()?.into_iter().any(|d| {
+            d.state == DeploymentState::Building
+                && d.outputs.iter().any(|o| outputs.contains(&o.name))
+        });
+        let Some(live) = store.live_for_job(self.job.spec().name, &outputs)? else {
+            return Ok(None);
+        };
+        let same_nulls =
+            super::reading::recorded(&live)?.is_none_or(|was| was.null == options.null);
+        Ok((!building && same_nulls && self.matches(&live)).then_some(live))
+    }
+
     /// The live deployment of these outputs, resumed, or a new live one.
     /// Refused when the live one was built by another job version,
     /// parameters or inputs (`kappa reprocess` builds those). Two processes
