@@ -376,31 +376,14 @@ fn resident_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::OutputSchema;
-    use crate::table::{PartitionLag, Progress, TableVersion};
+    use crate::table::{PartitionLag, TableVersion};
 
     fn deployment() -> Deployment {
         Deployment {
             id: 7,
-            job: "sessionize".into(),
-            job_version: 1,
             version: TableVersion(2),
-            params: vec![],
             inputs: vec![("events".into(), "ev".into())],
-            outputs: vec![OutputSchema {
-                name: "sessions".into(),
-                columns: vec!["user".into()],
-                key: vec![0],
-            }],
-            state: DeploymentState::Building,
-            created_at: 0,
-            caught_up_at: None,
-            swapped_at: None,
-            progress: Progress::default(),
-            note: None,
-            generation: 1,
-            half_written: false,
-            reading: None,
+            ..Deployment::example("sessionize", "sessions", "user")
         }
     }
 

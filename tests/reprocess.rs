@@ -123,7 +123,7 @@ pub(crate) fn walkthrough(w: &World) {
     w.produce(&mut all, &events(300, 200));
     let err = w.fails(&[STREAM, &["-p", "gap=600"]].concat());
     assert!(err.contains("use `kappa reprocess`"), "{err}");
-    let out = w.ok(&[
+    let reprocess_600 = [
         "reprocess",
         "sessionize",
         "-i",
@@ -132,7 +132,8 @@ pub(crate) fn walkthrough(w: &World) {
         "gap=600",
         "--until-caught-up",
         "-q",
-    ]);
+    ];
+    let out = w.ok(&reprocess_600);
     assert!(out.contains("swapped sessions to v2"), "{out}");
     assert_eq!(w.states(), vec![(1, Retired), (2, Live)]);
     same(&w.view(), &w.batch(&all, "600"), "view");
@@ -162,17 +163,7 @@ pub(crate) fn walkthrough(w: &World) {
     same(&w.view(), &w.batch(&all, "600"), "view");
     // Reprocessing with exactly the live version's job, parameters and
     // inputs would build a copy of it: nothing is built.
-    let again = [
-        "reprocess",
-        "sessionize",
-        "-i",
-        "events=events",
-        "-p",
-        "gap=600",
-        "--until-caught-up",
-        "-q",
-    ];
-    let out = w.ok(&again);
+    let out = w.ok(&reprocess_600);
     assert!(
         out.contains("nothing changed: sessions v2 is live and runs sessionize v1"),
         "{out}"
@@ -184,7 +175,7 @@ pub(crate) fn walkthrough(w: &World) {
         "{status}"
     );
     // `--force` builds the copy anyway.
-    let out = w.ok(&[&again[..], &["--force"]].concat());
+    let out = w.ok(&[&reprocess_600[..], &["--force"]].concat());
     assert!(out.contains("swapped sessions to v3"), "{out}");
     assert_eq!(w.states().last(), Some(&(3, Live)));
     same(&w.view(), &w.batch(&all, "600"), "view");

@@ -368,25 +368,11 @@ mod tests {
     ) -> Deployment {
         Deployment {
             id: i64::from(v),
-            job: "sql".into(),
-            job_version: 1,
             version: TableVersion(v),
             params: vec![("sql".into(), sql.into())],
-            inputs: vec![],
-            outputs: vec![OutputSchema {
-                name: "bystatus".into(),
-                columns: vec!["status".into()],
-                key: vec![0],
-            }],
             state,
-            created_at: 0,
-            caught_up_at: None,
             swapped_at,
-            progress: Progress::default(),
-            note: None,
-            generation: 1,
-            half_written: false,
-            reading: None,
+            ..Deployment::example("sql", "bystatus", "status")
         }
     }
 

@@ -434,6 +434,36 @@ pub struct TablePage {
     pub total: u64,
 }
 
+/// A deployment for tests of what shows deployments: building version 1
+/// (id 1) of `job`, writing `output` keyed by its one column `column`.
+#[cfg(test)]
+impl Deployment {
+    pub(crate) fn example(job: &str, output: &str, column: &str) -> Deployment {
+        Deployment {
+            id: 1,
+            job: job.into(),
+            job_version: 1,
+            version: TableVersion(1),
+            params: vec![],
+            inputs: vec![],
+            outputs: vec![OutputSchema {
+                name: output.into(),
+                columns: vec![column.into()],
+                key: vec![0],
+            }],
+            state: DeploymentState::Building,
+            created_at: 0,
+            caught_up_at: None,
+            swapped_at: None,
+            progress: Progress::default(),
+            note: None,
+            generation: 1,
+            half_written: false,
+            reading: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
