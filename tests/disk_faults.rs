@@ -224,11 +224,14 @@ fn a_full_disk_fails_the_batch_and_a_retry_with_space_succeeds() {
         .sum::<u64>()
         / 1024;
     remount(&tables, used_kib + 600, true);
-    let err = w.fails(&stream("reprocess"));
+    // The same job and parameters again: without --force, kappa would say
+    // that nothing changed and build nothing.
+    let reprocess = [stream("reprocess"), vec!["--force"]].concat();
+    let err = w.fails(&reprocess);
     assert!(err.contains("disk is full"), "{err}");
     assert!(w.ok(&verify).contains("counts v1: identical (40000 rows"));
     remount(&tables, 40_000, true);
-    let out = w.ok(&stream("reprocess"));
+    let out = w.ok(&reprocess);
     assert!(out.contains("swapped counts to v2"), "{out}");
     assert!(w.ok(&verify).contains("counts v2: identical (40000 rows"));
 
