@@ -125,6 +125,77 @@ fn wait_while_running(
     }
 }
 
+/// A first `kappa stream` that fails leaves the database as it found it:
+/// the `kappa` schema it made is gone, and so is an output schema it made,
+/// but a schema the user made stays.
+#[test]
+fn a_failed_first_stream_removes_what_it_created_and_nothing_else() {
+    let Some(w) = World::on_postgres() else {
+        return;
+    };
+    w.ok(&["log", "create", "mixed"]);
+    // One key column with an integer and a text: PostgreSQL refuses it.
+    let file = w.write("m.csv", "key\n1\nx\n");
+    w.ok(&["log", "produce", "mixed", "--file", &file]);
+    let mut c = Client::connect(&w.table_db, NoTls).unwrap();
+    let mut schemas = || -> String {
+        c.query_one(
+            "SELECT coalesce(string_agg(nspname, ',' ORDER BY nspname), '') FROM pg_namespace \
+             WHERE nspname IN ('kappa', 'reports', 'mine')",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let in_schema = |name: &str| {
+        let join = if w.table_db.contains('?') { '&' } else { '?' };
+        format!("{}{join}schema={name}", w.table_db)
+    };
+    let stream = |url: &str| {
+        let out = w
+            .kappa(&[
+                "stream",
+                "count-by",
+                "-i",
+                "input=mixed",
+                "-p",
+                "key=key",
+                "--until-caught-up",
+            ])
+            .env("KAPPA_TABLE_DB", url)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(err.contains("a PostgreSQL column has one type"), "{err}");
+    };
+    stream(&w.table_db);
+    assert_eq!(schemas(), "");
+    stream(&in_schema("reports"));
+    assert_eq!(schemas(), "");
+    Client::connect(&w.table_db, NoTls)
+        .unwrap()
+        .batch_execute("CREATE SCHEMA mine; CREATE TABLE mine.t (x int)")
+        .unwrap();
+    stream(&in_schema("mine"));
+    assert_eq!(schemas(), "mine");
+    // A stream that commits keeps its catalog.
+    let file = w.write("n.csv", "key\na\nb\n");
+    w.ok(&["log", "create", "letters"]);
+    w.ok(&["log", "produce", "letters", "--file", &file]);
+    w.ok(&[
+        "stream",
+        "count-by",
+        "-i",
+        "input=letters",
+        "-p",
+        "key=key",
+        "--until-caught-up",
+    ]);
+    assert_eq!(schemas(), "kappa,mine");
+}
+
 /// The deployment lock lives on a connection of its own. When that
 /// connection is lost (ended by an administrator, or by the server's
 /// `idle_session_timeout`), the driving process takes the lock again before

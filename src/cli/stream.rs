@@ -313,10 +313,10 @@ pub fn stream(registry: &Registry, args: StreamArgs) -> anyhow::Result<()> {
     }
     // A store this command creates is removed again if it fails before
     // anything is committed to it.
-    let fresh = args.store.table_db.path().is_some_and(|p| !p.exists());
+    let new_store = crate::table::NewStore::find(&args.store.table_db);
     let result = open_and_stream(&args, on_log, sinks);
-    if result.is_err() && fresh {
-        let _ = crate::table::remove_if_unused(&args.store.table_db);
+    if let (Err(_), Some(new_store)) = (&result, new_store) {
+        let _ = new_store.remove_if_unused();
     }
     result
 }

@@ -91,15 +91,38 @@ pub fn open_read_only(addr: &StoreAddr) -> Result<Box<dyn TableStore>, TableErro
     })
 }
 
-/// Removes the store at `addr` that this process created and then failed
-/// to use: when no other kappa process has it open and it holds no
-/// deployment (see [`TableStore::remove_if_empty`]); whether it did. A
-/// SQLite file is removed even when it cannot be opened for writing, as on
-/// a full disk.
-pub fn remove_if_unused(addr: &StoreAddr) -> Result<bool, TableError> {
-    match addr {
-        StoreAddr::Sqlite(path) => SqliteStore::remove_if_unused_at(path),
-        StoreAddr::Postgres(_) => open_existing(addr)?.remove_if_empty(),
+/// A store that does not exist yet, found before a command first opens it,
+/// so that a command that creates it and then fails before committing
+/// anything removes what it made, and nothing else.
+#[derive(Debug)]
+pub enum NewStore {
+    /// A SQLite file that is not there yet.
+    Sqlite(std::path::PathBuf),
+    /// A database without kappa's catalog (see [`postgres::NewCatalog`]).
+    Postgres(PgAddr, postgres::NewCatalog),
+}
+
+impl NewStore {
+    /// `None` when the store at `addr` exists, or the server cannot be
+    /// asked (the command that opens it then says why).
+    pub fn find(addr: &StoreAddr) -> Option<NewStore> {
+        match addr {
+            StoreAddr::Sqlite(path) => (!path.exists()).then(|| NewStore::Sqlite(path.clone())),
+            StoreAddr::Postgres(pg) => PgStore::new_catalog(pg)
+                .ok()
+                .flatten()
+                .map(|new| NewStore::Postgres(pg.clone(), new)),
+        }
+    }
+
+    /// Removes the store when it holds no deployment and (SQLite) no other
+    /// kappa process has it open; whether it did. A SQLite file is removed
+    /// even when it cannot be opened for writing, as on a full disk.
+    pub fn remove_if_unused(self) -> Result<bool, TableError> {
+        match self {
+            NewStore::Sqlite(path) => SqliteStore::remove_if_unused_at(&path),
+            NewStore::Postgres(addr, new) => PgStore::remove_new_catalog(&addr, new),
+        }
     }
 }
 

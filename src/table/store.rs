@@ -254,10 +254,4 @@ pub trait TableStore: Send + std::fmt::Debug {
 
     /// Deletes `sink`'s messages up to `seq`, once they were sent.
     fn clear_outbox(&mut self, lease: &Lease, sink: &str, seq: i64) -> Result<(), TableError>;
-
-    /// Removes the store when its catalog holds no deployment and no other
-    /// kappa process uses it; returns whether it did. For a command that
-    /// created the store and then failed. A server's database is never
-    /// removed (it may hold anything else): `false`.
-    fn remove_if_empty(self: Box<Self>) -> Result<bool, TableError>;
 }

@@ -47,6 +47,7 @@
 
 mod catalog;
 mod epoch;
+mod first_use;
 mod lock;
 mod rows;
 mod state;
@@ -54,6 +55,7 @@ mod swap;
 mod test_database;
 mod values;
 
+pub use first_use::NewCatalog;
 pub use test_database::TestDatabase;
 
 use std::cell::RefCell;
@@ -792,10 +794,6 @@ impl TableStore for PgStore {
             |s| epoch::clear_outbox(s.client.get_mut(), lease, sink, seq),
             |_| Ok(None),
         )
-    }
-
-    fn remove_if_empty(self: Box<Self>) -> Result<bool, TableError> {
-        Ok(false)
     }
 }
 

@@ -59,7 +59,7 @@
 //! even where the OS lock cannot reach (another host, a removed lock file).
 //!
 //! Every open connection also holds a shared lock on `STORE.locks/store.lock`,
-//! taken before SQLite opens the file: `remove_if_empty` (a
+//! taken before SQLite opens the file: `NewStore::remove_if_unused` (a
 //! failed first `kappa stream` cleaning up the store it created) removes the
 //! files only when it can take that lock exclusively, so never under
 //! another kappa process.
@@ -265,10 +265,10 @@ pub struct SqliteStore {
     /// ([`epoch::PIECE_ROWS`]; lowered by tests).
     piece_rows: usize,
     /// Shared while the connection is open, so that removing the file
-    /// ([`TableStore::remove_if_empty`]) can tell that no other kappa
+    /// ([`crate::table::NewStore::remove_if_unused`]) can tell that no other kappa
     /// process has it open. A reader that cannot make the lock file (a
     /// full disk, no write permission) goes without: it never removes.
-    presence: Option<FileLock>,
+    _presence: Option<FileLock>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -300,7 +300,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             writers: HashMap::new(),
             piece_rows: epoch::PIECE_ROWS,
-            presence,
+            _presence: presence,
         };
         store.configure()?;
         store.ensure_catalog()?;
@@ -327,7 +327,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             writers: HashMap::new(),
             piece_rows: epoch::PIECE_ROWS,
-            presence,
+            _presence: presence,
         };
         store.conn.busy_handler(Some(poll_busy))?;
         let version = store.schema_version()?;
@@ -356,7 +356,7 @@ impl SqliteStore {
 
     /// Removes the store at `path` when a failed first run left it holding
     /// nothing, even if it cannot be opened for writing (see
-    /// [`TableStore::remove_if_empty`]).
+    /// [`crate::table::NewStore::remove_if_unused`]).
     pub fn remove_if_unused_at(path: &Path) -> Result<bool, TableError> {
         files::remove_if_unused_at(path)
     }
@@ -375,25 +375,6 @@ impl SqliteStore {
     /// The file this store is.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Removes the store's files when its catalog holds no deployment and no
-    /// other kappa process has it open; returns whether it did. For a
-    /// command that created the store and then failed, so it leaves no
-    /// empty database behind. Never call it on a store this process did not
-    /// create: the file might hold the user's own tables.
-    fn remove_empty(self) -> Result<bool, TableError> {
-        let SqliteStore {
-            conn,
-            path,
-            presence,
-            ..
-        } = self;
-        drop(conn);
-        match presence {
-            Some(presence) => files::remove_unused(&path, presence),
-            None => Ok(false),
-        }
     }
 
     fn configure(&mut self) -> Result<(), TableError> {
@@ -631,9 +612,5 @@ impl TableStore for SqliteStore {
 
     fn clear_outbox(&mut self, lease: &Lease, sink: &str, seq: i64) -> Result<(), TableError> {
         SqliteStore::clear_outbox(self, lease, sink, seq)
-    }
-
-    fn remove_if_empty(self: Box<Self>) -> Result<bool, TableError> {
-        self.remove_empty()
     }
 }
