@@ -428,6 +428,43 @@ fn a_bad_row_read_by_any_process_fails_every_process_alike_and_commits_nothing()
     assert!(one.contains(&line), "{one}");
 }
 
+/// Process 0 sorts and commits the outputs of a cluster run; when it fails
+/// to (its temporary files, or the output directory, cannot be written),
+/// the other processes report its failure and exit non-zero, rather than
+/// saying their part is done.
+#[test]
+fn a_commit_that_fails_on_process_0_fails_every_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    write_csv(&csv, 2_000, None);
+    let out = "/proc/kappa-cluster-commit-test-out";
+    let run = |extra: &[&str]| {
+        let input = format!("input={}", csv.display());
+        let args = [
+            &["cluster", "-n", "2", "--", "run", "count-by", "-i", &input][..],
+            &["-p", "key=key", "-o", out, "-w", "1"],
+            extra,
+        ]
+        .concat();
+        fails(&strings(&args))
+    };
+    let spill = "cannot sort output rows in temporary files in /proc";
+    let commit = "/proc/kappa-cluster-commit-test-out";
+    for (extra, cause) in [(&["--sort-memory", "1"][..], spill), (&[][..], commit)] {
+        let err = run(extra);
+        assert!(
+            err.contains("[p0] error: job count-by failed: ") && err.contains(cause),
+            "{err}"
+        );
+        assert!(
+            err.contains("[p1] error: job count-by failed: process 0 failed: "),
+            "{err}"
+        );
+        assert!(!err.contains("process 0 committed the outputs"), "{err}");
+        assert!(!Path::new(out).exists());
+    }
+}
+
 #[test]
 fn a_killed_process_ends_the_others_promptly_with_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();

@@ -180,7 +180,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     if !result.holds_outputs {
         let rows_in: u64 = result.rows_in.iter().map(|(_, n)| n).sum();
         say!(
-            "kappa run {}: process {} of {} done ({rows_in} rows in over all processes); process 0 commits the outputs to {}",
+            "kappa run {}: process {} of {} done ({rows_in} rows in over all processes); process 0 committed the outputs to {}",
             spec.name,
             process,
             processes,

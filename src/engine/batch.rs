@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use super::EngineError;
 use crate::job::{DataContext, Job, KeySample, Params, Plan, plan_job};
 use crate::runner::WorkerConfig;
-use crate::runner::batch::BatchRun;
+use crate::runner::batch::{BatchRun, Finish};
 use crate::runner::spill::{SortedOutput, Spill};
 use crate::schema::{ColumnType, OutputSchema};
 use crate::sink::files;
@@ -208,7 +208,7 @@ impl Batch {
     /// Runs a plan made by [`Batch::plan`], its outputs into memory.
     pub fn run_planned(self, planned: BatchPlan) -> Result<BatchOutput, EngineError> {
         let started = Instant::now();
-        let (schemas, sorted, mut report) = self.execute(planned, None)?;
+        let (schemas, sorted, mut report) = self.execute(planned, None, None)?;
         let mut outputs = Vec::new();
         for (schema, sorted) in schemas.into_iter().zip(sorted) {
             let rows = sorted.into_rows(&schema.name)?;
@@ -241,17 +241,34 @@ impl Batch {
             memory: self.sort_memory,
         };
         let started = Instant::now();
-        let (schemas, sorted, mut report) = self.execute(planned, Some(spill))?;
-        if !report.holds_outputs {
-            return Ok(report);
-        }
-        let merges = schemas.iter().zip(sorted).map(|(schema, sorted)| {
-            let merge = sorted.merge(&schema.name, files::CHUNK_ROWS);
-            (schema, merge.map(|chunk| chunk.map_err(EngineError::from)))
+        // The commit runs inside the run (runner::batch::Finish), so that in
+        // a cluster run the other processes wait for it and fail with it.
+        let schemas = planned.plan.outputs.clone();
+        let committed: Arc<std::sync::Mutex<Option<Result<Vec<u64>, EngineError>>>> =
+            Arc::default();
+        let into = committed.clone();
+        let dir_owned = dir.to_path_buf();
+        let finish: Finish = Box::new(move |sorted: Vec<SortedOutput>| {
+            let merges = schemas.iter().zip(sorted).map(|(schema, sorted)| {
+                let merge = sorted.merge(&schema.name, files::CHUNK_ROWS);
+                (schema, merge.map(|chunk| chunk.map_err(EngineError::from)))
+            });
+            let result = files::commit(&dir_owned, merges);
+            let message = result.as_ref().err().map(ToString::to_string);
+            *into.lock().unwrap() = Some(result);
+            message.map_or(Ok(()), Err)
         });
-        let written = files::commit(dir, merges)?;
-        let names = schemas.into_iter().map(|s| s.name);
-        report.rows_out = names.zip(written).collect();
+        let ran = self.execute(planned, Some(spill), Some(finish));
+        // This process' own commit error, with its type, before the run's.
+        let committed = committed.lock().unwrap().take();
+        if let Some(Err(e)) = committed {
+            return Err(e);
+        }
+        let (schemas, _, mut report) = ran?;
+        if let Some(Ok(written)) = committed {
+            let names = schemas.into_iter().map(|s| s.name);
+            report.rows_out = names.zip(written).collect();
+        }
         report.elapsed = started.elapsed();
         Ok(report)
     }
@@ -262,6 +279,7 @@ impl Batch {
         self,
         planned: BatchPlan,
         spill: Option<Spill>,
+        finish: Option<Finish>,
     ) -> Result<(Vec<OutputSchema>, Vec<SortedOutput>, BatchReport), EngineError> {
         let BatchPlan {
             plan,
@@ -279,6 +297,7 @@ impl Batch {
             stats: self.stats,
             fingerprint,
             spill,
+            finish: finish.map(|f| std::sync::Mutex::new(Some(f))),
         };
         let result = run.run()?;
         let report = BatchReport {

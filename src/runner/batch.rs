@@ -59,7 +59,20 @@ pub struct BatchRun {
     /// Where outputs past a memory budget are sorted to disk; `None`: they
     /// are held in memory, however large.
     pub spill: Option<Spill>,
+    /// What the first process does with the gathered outputs before the
+    /// run ends (see [`Finish`]); `None`: they are handed back in
+    /// [`BatchResult::outputs`].
+    pub finish: Option<std::sync::Mutex<Option<Finish>>>,
 }
+
+/// The first process' last step of a run, given every output's sorted runs
+/// (plan order): merging and committing the output files. It runs on the
+/// first process' first worker while every worker of the run waits, so
+/// that its failure fails every process of a cluster run alike: the others
+/// report it and exit non-zero rather than saying that their part is done.
+/// Its error is the message the other processes report; the caller keeps
+/// the error itself.
+pub type Finish = Box<dyn FnOnce(Vec<SortedOutput>) -> Result<(), String> + Send>;
 
 /// What a batch run produced.
 pub struct BatchResult {
@@ -122,11 +135,14 @@ impl BatchRun {
     pub fn run(self) -> Result<BatchResult, RunError> {
         let started = Instant::now();
         let chunks = plan_chunks(&self.inputs, &self.plan, self.workers.total_workers())?;
+        let threads = self.workers.threads;
         let shared = Arc::new(Shared {
             run: self,
             chunks,
             abort: AtomicBool::new(false),
             started,
+            handoff: std::sync::Mutex::new((0..threads).map(|_| None).collect()),
+            handed: std::sync::Condvar::new(),
         });
         let worker_shared = shared.clone();
         let mut results = Vec::new();
@@ -300,6 +316,11 @@ struct Shared {
     /// Set by a worker whose read failed, so the others stop reading.
     abort: AtomicBool,
     started: Instant,
+    /// Under [`BatchRun::finish`], the first process' workers' outputs,
+    /// handed to its first worker: one slot per worker of the process,
+    /// `Some(None)` from a worker that failed to sort its share.
+    handoff: std::sync::Mutex<Vec<Option<Option<Vec<SortedOutput>>>>>,
+    handed: std::sync::Condvar,
 }
 
 /// What one worker read of its chunks, per input.
@@ -345,14 +366,90 @@ impl Shared {
         let reports = cluster::all_gather(worker, &report)?;
         let collected = collected.replace(Spiller::new(0, None));
         let outputs = match reads.failure {
-            None => collected.finish()?,
-            Some(_) => Vec::new(),
+            None => collected.finish(),
+            Some(_) => Ok(Vec::new()),
+        };
+        let outputs = match &self.run.finish {
+            None => outputs?,
+            Some(_) => {
+                let read_failed = reports.iter().any(|r| r.failure.is_some());
+                self.finish_as_one(worker, outputs, read_failed)?;
+                Vec::new()
+            }
         };
         Ok(WorkerResult {
             outputs,
             failure: reads.failure,
             reports,
         })
+    }
+
+    /// Under [`BatchRun::finish`]: the first process' workers hand their
+    /// outputs to its first worker, which runs the finish unless a worker
+    /// failed; then every worker of the run learns every failure, and fails
+    /// with its own, or else with the first other one.
+    fn finish_as_one(
+        &self,
+        worker: &mut timely::worker::Worker,
+        outputs: Result<Vec<SortedOutput>, RunError>,
+        read_failed: bool,
+    ) -> Result<(), RunError> {
+        let threads = self.run.workers.threads;
+        let local = worker.index() % threads;
+        let (sorted, mut own) = match outputs {
+            Ok(sorted) => (Some(sorted), None),
+            Err(e) => (None, Some(e)),
+        };
+        let mut failure = own.as_ref().map(ToString::to_string);
+        if self.run.workers.is_first_process() {
+            self.handoff.lock().unwrap()[local] = Some(sorted);
+            self.handed.notify_all();
+            if local == 0 && !read_failed {
+                if let Err(e) = self.run_finish() {
+                    failure = Some(e.clone());
+                    own = Some(RunError::Finish(e));
+                }
+            }
+        }
+        let failures = cluster::all_gather(worker, &failure)?;
+        if let Some(e) = own {
+            return Err(e);
+        }
+        match failures.iter().enumerate().find(|(_, f)| f.is_some()) {
+            Some((w, Some(message))) => Err(RunError::Peer {
+                process: w / threads,
+                message: message.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for every worker of this process to hand over its outputs,
+    /// and runs the finish on them all; nothing if a worker failed to sort
+    /// its share (its own error is the run's).
+    fn run_finish(&self) -> Result<(), String> {
+        let mut slots = self.handoff.lock().unwrap();
+        while slots.iter().any(Option::is_none) {
+            slots = self.handed.wait(slots).unwrap();
+        }
+        let mut all: Vec<SortedOutput> = (0..self.run.plan.outputs.len())
+            .map(|_| SortedOutput::default())
+            .collect();
+        for slot in slots.iter_mut() {
+            let Some(sorted) = slot.take().flatten() else {
+                return Ok(());
+            };
+            for (all, part) in all.iter_mut().zip(sorted) {
+                all.absorb(part);
+            }
+        }
+        drop(slots);
+        let finish = self
+            .run
+            .finish
+            .as_ref()
+            .and_then(|f| f.lock().unwrap().take());
+        finish.map_or(Ok(()), |finish| finish(all))
     }
 
     /// Where this worker spills its outputs, and how many bytes of them it

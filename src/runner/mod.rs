@@ -232,6 +232,10 @@ pub enum RunError {
     /// The processes of a cluster run do not agree, or cannot talk.
     #[error("cluster: {0}")]
     Cluster(String),
+    /// The first process could not finish a batch run: merge and commit
+    /// its outputs ([`batch::Finish`]).
+    #[error("{0}")]
+    Finish(String),
     /// Another process of a cluster run failed (its own error is reported there).
     #[error("process {process} failed: {message}")]
     Peer {
