@@ -302,3 +302,123 @@ fn sigkills_everywhere_lose_nothing_and_count_nothing_twice() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// The live version of `t`: its number.
+fn live_version(db: &std::path::Path) -> u32 {
+    let store = SqliteStore::open_existing(db).unwrap();
+    store.find_by_output("t", None).unwrap().version.0
+}
+
+/// Starts `kappa ARGS` with its swap paused inside its transaction, and
+/// waits until it says so.
+fn start_paused_in_swap(w: &World, args: &[&str]) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = w
+        .kappa(args)
+        .env("KAPPA_TEST_SWAP_PAUSE_MS", "600000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut said = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("pausing inside the swap's transaction") => return child,
+            Ok(line) => said.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("kappa {args:?} never reached its swap: {}", said.join("\n"));
+            }
+        }
+    }
+}
+
+/// Rounds aimed at the swap window: a reprocess, and a rollback, killed
+/// inside the swap's transaction, after its writes and before its commit.
+/// Meanwhile and after the kill, readers see the old version whole (the
+/// view's counts equal its committed offsets), and it is still the live
+/// one; running the command again finishes the swap, and every version
+/// equals its recomputation.
+#[test]
+fn kills_inside_the_swap_leave_the_old_version_whole_and_a_rerun_swaps() {
+    let w = World::new();
+    w.ok(&["log", "create", "ev", "--partitions", "2"]);
+    let db = w.path("tables.db");
+    let mut next = 0u64;
+    let mut produce = |w: &World, n: u64| {
+        let rows: String = (next..next + n)
+            .map(|i| format!("{i},k{}\n", i % 17))
+            .collect();
+        next += n;
+        let file = w.write(&format!("ev{next}.csv"), &format!("id,k\n{rows}"));
+        w.ok(&["log", "produce", "ev", "--file", &file]);
+    };
+    produce(&w, 400);
+    w.ok(&[&["stream"][..], V1, &["--until-caught-up"]].concat());
+    let consistent = || {
+        let (counted, applied) = snapshot(&db).expect("the view reads");
+        assert_eq!(counted, applied, "a reader saw a partial swap");
+    };
+    for round in 0..4 {
+        produce(&w, 200);
+        let other = if live_job(&db) == V1 { V2 } else { V1 };
+        let args: Vec<&str> = if round % 2 == 0 {
+            [
+                &["reprocess"][..],
+                other,
+                &["--until-caught-up", "--keep", "5"],
+            ]
+            .concat()
+        } else {
+            vec!["table", "rollback", "t", "--until-caught-up", "--keep", "5"]
+        };
+        let before = live_version(&db);
+        let mut child = start_paused_in_swap(&w, &args);
+        consistent();
+        assert_eq!(
+            live_version(&db),
+            before,
+            "{args:?}: swapped before its commit"
+        );
+        child.kill().unwrap(); // SIGKILL, inside the transaction
+        child.wait().unwrap();
+        consistent();
+        assert_eq!(
+            live_version(&db),
+            before,
+            "{args:?}: a killed swap took effect"
+        );
+        let out = w.ok(&args);
+        assert_ne!(
+            live_version(&db),
+            before,
+            "{args:?} again did not swap: {out}"
+        );
+        consistent();
+    }
+    let store = SqliteStore::open(&db).unwrap();
+    let versions: Vec<u32> = store
+        .deployments_of("t")
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.state != DeploymentState::Dropped)
+        .map(|d| d.version.0)
+        .collect();
+    drop(store);
+    assert!(versions.len() >= 2, "{versions:?}");
+    for v in &versions {
+        let out = w.ok(&["table", "verify", "t", "--version", &v.to_string()]);
+        assert!(out.contains(": identical ("), "{out}");
+    }
+}

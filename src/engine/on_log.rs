@@ -305,7 +305,11 @@ impl OnLog {
             Some(v) => store.find_by_output(output, Some(v.0))?,
             None => previous_version(store, output, &live)?,
         };
-        if previous.state != DeploymentState::Retired {
+        // A building version that was live once is a rollback that stopped
+        // before its swap committed (killed, or stopped): it goes on.
+        let interrupted =
+            previous.state == DeploymentState::Building && previous.swapped_at.is_some();
+        if previous.state != DeploymentState::Retired && !interrupted {
             return Err(EngineError::Refused(format!(
                 "{output} {} is {}: only a retired version can be resumed",
                 previous.version, previous.state
@@ -315,7 +319,9 @@ impl OnLog {
         // Refused before the version is reopened, so a retry finds it retired.
         super::reading::agree(&mut *store, &previous, options)?;
         let started = Started::claim(store, previous, false)?;
-        store.reopen(started.deployment.id)?;
+        if !interrupted {
+            store.reopen(started.deployment.id)?;
+        }
         Ok((on_log, started))
     }
 
@@ -472,7 +478,8 @@ fn check_retention(inputs: &[TopicInput], allowed: bool) -> Result<(), EngineErr
 }
 
 /// The retired version of `output` that was live most recently (the one the
-/// live version replaced), whatever its number.
+/// live version replaced), whatever its number; or the one a rollback that
+/// did not reach its swap reopened (building, and live once).
 fn previous_version(
     store: &dyn TableStore,
     output: &str,
@@ -481,7 +488,12 @@ fn previous_version(
     let mut retired: Vec<Deployment> = store
         .deployments_of(output)?
         .into_iter()
-        .filter(|d| d.state == DeploymentState::Retired && d.swapped_at.is_some())
+        .filter(|d| {
+            matches!(
+                d.state,
+                DeploymentState::Retired | DeploymentState::Building
+            ) && d.swapped_at.is_some()
+        })
         .collect();
     retired.sort_by_key(|d| (d.swapped_at, d.version));
     retired.pop().ok_or_else(|| {

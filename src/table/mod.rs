@@ -126,6 +126,23 @@ impl NewStore {
     }
 }
 
+/// The test hook of the crash campaign: with `KAPPA_TEST_SWAP_PAUSE_MS=N`,
+/// a swap (`kappa reprocess`, `table swap`, `table rollback`) says
+/// `kappa: pausing inside the swap's transaction` on stderr and waits N ms
+/// after its writes, before its commit, so that a test can kill the process
+/// there and check that readers and restarts see the old version or the new
+/// one whole. Unset, it costs an environment lookup a swap.
+pub(crate) fn pause_inside_swap() {
+    let Some(ms) = std::env::var("KAPPA_TEST_SWAP_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    crate::say!("kappa: pausing inside the swap's transaction");
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
 /// Now, in unix milliseconds.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -63,6 +63,7 @@ impl PgStore {
             point_view(&mut tx, &schema, o, &d.table(i))?;
             check_single_live(&mut tx, &o.name)?;
         }
+        crate::table::pause_inside_swap();
         tx.commit()?;
         Ok(retired)
     }

@@ -101,6 +101,7 @@ impl SqliteStore {
             point_view(&tx, o, &d.table(i))?;
             check_single_live(&tx, &o.name)?;
         }
+        crate::table::pause_inside_swap();
         tx.commit()?;
         Ok(Some(retired))
     }
