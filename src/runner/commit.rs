@@ -458,8 +458,9 @@ impl Committer {
     /// again before the next commit, or the run stops if another process
     /// holds it now.
     fn keep_lock(&mut self) -> Result<(), TableError> {
-        // A building version comes here every epoch: the lock's round trip
-        // is paid a few times a second, not per epoch.
+        // A building version comes here every epoch: a lock without a
+        // keeper thread (a check, or a round trip) is checked a few times a
+        // second, not per epoch; one with a thread only reports its failure.
         let Some(lock) = self
             .lock
             .as_ref()
@@ -468,7 +469,7 @@ impl Committer {
             return Ok(());
         };
         self.lock_checked = Instant::now();
-        lock.keep_and_report()
+        lock.check()
     }
 
     /// Between epochs: a building version checks whether it has caught up

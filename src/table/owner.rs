@@ -99,26 +99,30 @@ pub struct DeploymentLock {
     held: Shared<Box<dyn Holder>>,
     /// The keeper thread's failure, not yet reported.
     failed: Shared<Option<TableError>>,
+    /// Whether a keeper thread runs (see [`DeploymentLock::check`]).
+    kept_by_thread: bool,
     what: String,
 }
 
 impl DeploymentLock {
     pub(super) fn new(held: impl Holder + 'static, what: String) -> DeploymentLock {
         let every = held.keep_every();
-        let lock = DeploymentLock {
+        let mut lock = DeploymentLock {
             held: Arc::new(Mutex::new(Box::new(held))),
             failed: Arc::default(),
+            kept_by_thread: false,
             what,
         };
         if let Some(every) = every {
-            lock.spawn_keeper(every);
+            lock.kept_by_thread = lock.spawn_keeper(every);
         }
         lock
     }
 
     /// Keeps the lock every `every` until it is dropped (the thread holds
-    /// it only weakly, so dropping the lock releases it) or a keep fails.
-    fn spawn_keeper(&self, every: Duration) {
+    /// it only weakly, so dropping the lock releases it) or a keep fails;
+    /// whether the thread runs.
+    fn spawn_keeper(&self, every: Duration) -> bool {
         let held = Arc::downgrade(&self.held);
         let failed = self.failed.clone();
         let what = self.what.clone();
@@ -141,11 +145,15 @@ impl DeploymentLock {
         };
         // Without the thread the driving process still keeps the lock
         // between commits.
-        if let Err(e) = std::thread::Builder::new()
+        match std::thread::Builder::new()
             .name("kappa-lock".into())
             .spawn(keeper)
         {
-            tracing::warn!("no thread to keep the deployment lock: {e}");
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("no thread to keep the deployment lock: {e}");
+                false
+            }
         }
     }
 
@@ -163,6 +171,20 @@ impl DeploymentLock {
             return Err(e);
         }
         self.held.lock().expect("deployment lock poisoned").keep()
+    }
+
+    /// What the driving process calls between commits: the keeper
+    /// thread's failure when a thread keeps the lock (it has kept it within
+    /// [`Holder::keep_every`], so no round trip is needed), else
+    /// [`DeploymentLock::keep_and_report`].
+    pub fn check(&self) -> Result<(), TableError> {
+        if !self.kept_by_thread {
+            return self.keep_and_report();
+        }
+        match self.failed.lock().expect("deployment lock poisoned").take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// [`DeploymentLock::keep`], saying on stderr when it was taken again.
