@@ -29,6 +29,17 @@ use timely::dataflow::operators::vec::Broadcast;
 
 use super::RunError;
 
+/// Steps `worker` until `probe` is done, parking between steps rather than
+/// spinning: a worker may wait here a long time (for the first worker's
+/// commit of a batch run's outputs, `super::batch::Finish`), and a
+/// spinning thread would take a core from it. A message from another
+/// worker unparks it; the 10 ms bound is a safety net.
+fn wait_for(worker: &mut timely::worker::Worker, probe: &ProbeHandle<u64>) {
+    while !probe.done() {
+        worker.step_or_park(Some(std::time::Duration::from_millis(10)));
+    }
+}
+
 /// Every worker's `value`, in worker order (global worker index).
 pub fn all_gather<T: Serialize + DeserializeOwned>(
     worker: &mut timely::worker::Worker,
@@ -52,7 +63,7 @@ pub fn all_gather<T: Serialize + DeserializeOwned>(
     });
     input.insert((index, mine));
     input.close();
-    worker.step_while(|| !probe.done());
+    wait_for(worker, &probe);
     let mut words = std::mem::take(&mut *got.borrow_mut());
     words.sort();
     words
@@ -88,7 +99,7 @@ pub fn scatter<T: timely::ExchangeData + Clone>(
         input.send(item);
     }
     drop(input);
-    worker.step_while(|| !probe.done());
+    wait_for(worker, &probe);
     std::mem::take(&mut *got.borrow_mut())
 }
 
