@@ -89,6 +89,25 @@ fn live_job(db: &std::path::Path) -> &'static [&'static str] {
     }
 }
 
+/// Checks that every version of `t` not dropped equals `kappa table
+/// verify`'s recomputation; returns their numbers.
+fn verify_every_version(w: &World, db: &std::path::Path) -> Vec<u32> {
+    let store = SqliteStore::open(db).unwrap();
+    let versions: Vec<u32> = store
+        .deployments_of("t")
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.state != DeploymentState::Dropped)
+        .map(|d| d.version.0)
+        .collect();
+    drop(store);
+    for v in &versions {
+        let out = w.ok(&["table", "verify", "t", "--version", &v.to_string()]);
+        assert!(out.contains(": identical ("), "{out}");
+    }
+    versions
+}
+
 #[test]
 fn sigkills_everywhere_lose_nothing_and_count_nothing_twice() {
     let rounds = env_u64("KAPPA_CRASH_ROUNDS", 300);
@@ -269,20 +288,7 @@ fn sigkills_everywhere_lose_nothing_and_count_nothing_twice() {
         lost.is_empty(),
         "acknowledged records missing from the log: {lost:?}"
     );
-    // Every version equals its recomputation.
-    let store = SqliteStore::open(&db).unwrap();
-    let versions: Vec<u32> = store
-        .deployments_of("t")
-        .unwrap()
-        .into_iter()
-        .filter(|d| d.state != DeploymentState::Dropped)
-        .map(|d| d.version.0)
-        .collect();
-    drop(store);
-    for v in &versions {
-        let out = w.ok(&["table", "verify", "t", "--version", &v.to_string()]);
-        assert!(out.contains(": identical ("), "{out}");
-    }
+    let versions = verify_every_version(&w, &db);
     // The changelog kept each key's latest value; the retained topic reads.
     let kv = w.ok(&["log", "consume", "kv"]);
     let mut got = BTreeMap::new();
@@ -407,18 +413,6 @@ fn kills_inside_the_swap_leave_the_old_version_whole_and_a_rerun_swaps() {
         );
         consistent();
     }
-    let store = SqliteStore::open(&db).unwrap();
-    let versions: Vec<u32> = store
-        .deployments_of("t")
-        .unwrap()
-        .into_iter()
-        .filter(|d| d.state != DeploymentState::Dropped)
-        .map(|d| d.version.0)
-        .collect();
-    drop(store);
+    let versions = verify_every_version(&w, &db);
     assert!(versions.len() >= 2, "{versions:?}");
-    for v in &versions {
-        let out = w.ok(&["table", "verify", "t", "--version", &v.to_string()]);
-        assert!(out.contains(": identical ("), "{out}");
-    }
 }
