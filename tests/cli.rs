@@ -673,3 +673,109 @@ fn strategies_give_one_output_and_stats_show_the_balance() {
     ]);
     assert!(bad.contains("strategy"), "{bad}");
 }
+
+/// Runs kappa with `input` on stdin; returns the output.
+fn kappa_piped(args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(KAPPA)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kappa");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// `-i NAME=-` reads stdin (CSV, or --format), `-o -` writes the one output
+/// to stdout: the same bytes as a run over files. A bad row names `stdin`;
+/// several outputs, or two inputs from stdin, are refused.
+#[test]
+fn stdin_and_stdout_pipe_a_run() {
+    let d = Dir::new();
+    let rows = "k,v\na,1\nb,2\na,3\nc,4\n";
+    let file = d.write("in.csv", rows);
+    ok(&[
+        "run",
+        "count-by",
+        "-i",
+        &format!("input={file}"),
+        "-p",
+        "key=k",
+        "-o",
+        &d.s("out"),
+    ]);
+    let expected = read(d.path("out/counts.csv"));
+    let out = kappa_piped(
+        &["run", "count-by", "-i", "input=-", "-p", "key=k", "-o", "-"],
+        rows,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    assert!(stderr(&out).contains("-> stdout"), "{}", stderr(&out));
+    // A stdin input into a directory, and JSON lines by --format.
+    let jsonl = "{\"k\":\"a\",\"v\":1}\n{\"k\":\"b\",\"v\":2}\n{\"k\":\"a\",\"v\":3}\n{\"k\":\"c\",\"v\":4}\n";
+    let args = [
+        "run", "count-by", "-i", "input=-", "-p", "key=k", "--format", "jsonl",
+    ];
+    let out = kappa_piped(&[&args[..], &["-o", &d.s("json")]].concat(), jsonl);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(d.path("json/counts.csv")), expected);
+    // Errors name stdin, and leave stdout empty.
+    let sum = [
+        "run",
+        "group-by",
+        "-i",
+        "input=-",
+        "-p",
+        "key=k",
+        "-p",
+        "agg=sum:v",
+        "-o",
+        "-",
+    ];
+    let out = kappa_piped(&sum, "k,v\na,1\nb,x\n");
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert!(err.contains("stdin: line 3, column 2 (v)"), "{err}");
+    assert!(!err.contains("kappa-stdin-"), "{err}");
+    // Refusals.
+    let follows = repo("data/follows.csv");
+    let out = kappa_piped(
+        &[
+            "run",
+            "followers",
+            "-i",
+            &format!("follows={follows}"),
+            "-i",
+            &format!("posts={}", repo("data/posts.csv")),
+            "-o",
+            "-",
+        ],
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("-o - writes one output to stdout"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kappa_piped(
+        &[
+            "run", "join", "-i", "left=-", "-i", "right=-", "-p", "on=k", "-o", "-",
+        ],
+        rows,
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out)
+            .contains("only one input can be read from stdin, and left and right are given as -"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -22,6 +22,7 @@ mod cluster;
 mod jobs;
 mod log;
 mod nexmark;
+mod pipes;
 mod reprocess;
 mod run;
 mod sources;

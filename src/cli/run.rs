@@ -10,6 +10,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Args, CommandFactory, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::pipes::{StdinCopy, StdoutTarget, is_dash};
 use super::workers::WorkerArgs;
 use crate::engine::{Batch, BatchReport};
 use crate::job::Job;
@@ -26,10 +27,12 @@ pub struct RunArgs {
     job: Option<String>,
     #[command(flatten)]
     sql: super::sql::SqlArgs,
-    /// An input of the job: NAME=PATH, PATH a file or a directory of part files.
+    /// An input of the job: NAME=PATH, PATH a file or a directory of part
+    /// files, or - for stdin (CSV, or --format).
     #[arg(short, long, value_name = "NAME=PATH", value_parser = name_value::<PathBuf>)]
     input: Vec<(String, PathBuf)>,
-    /// Output directory: one NAME.csv per output, then _SUCCESS.
+    /// Output directory: one NAME.csv per output, then _SUCCESS; or - to
+    /// write a job's one output to stdout as CSV, once the run succeeded.
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
     /// A job parameter: K=V (see `kappa run JOB --help`).
@@ -112,7 +115,27 @@ where
     ))
 }
 
-pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
+pub fn run(registry: &Registry, mut args: RunArgs) -> anyhow::Result<()> {
+    let processes = args.workers.config()?.processes;
+    let stdin = StdinCopy::take(&mut args.input, args.format.map(format_of), processes)?;
+    let result = run_job(registry, args);
+    match (&stdin, result) {
+        (Some(stdin), Err(e)) if !super::is_broken_pipe(&e) => {
+            Err(anyhow!(stdin.rename(&format!("{e:#}"))))
+        }
+        (_, result) => result,
+    }
+}
+
+fn format_of(f: FormatArg) -> Format {
+    match f {
+        FormatArg::Csv => Format::Csv,
+        FormatArg::Jsonl => Format::Jsonl,
+        FormatArg::Text => Format::Text,
+    }
+}
+
+fn run_job(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let has_sql = args.sql.sql.is_some() || args.sql.sql_text.is_some();
     let job = match (&args.job, has_sql) {
         (None, false) => None,
@@ -126,7 +149,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         _ => return help(job.as_deref(), args.help),
     };
     let spec = job.spec();
-    let output = args
+    let given = args
         .output
         .clone()
         .ok_or_else(|| anyhow!("--output DIR is required"))?;
@@ -134,11 +157,11 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let workers = args.workers.config()?;
     let threads = workers.total_workers();
     let (process, processes) = (workers.process, workers.processes);
-    let format = args.format.map(|f| match f {
-        FormatArg::Csv => Format::Csv,
-        FormatArg::Jsonl => Format::Jsonl,
-        FormatArg::Text => Format::Text,
-    });
+    let stdout = is_dash(&given)
+        .then(|| StdoutTarget::new(&spec, processes))
+        .transpose()?;
+    let output = stdout.as_ref().map_or(given.clone(), StdoutTarget::dir);
+    let format = args.format.map(format_of);
     let mut batch = Batch::new(job)
         .params(&params)
         .format(format)
@@ -152,7 +175,7 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
     let total_bytes: u64 = planned.inputs.iter().map(InputFiles::bytes).sum();
     let bar = progress_bar(total_bytes);
     if let Some(bar) = bar.clone() {
-        let shown = output.clone();
+        let shown = given.clone();
         batch = batch.on_progress(Arc::new(move |n: u64| {
             bar.inc(n);
             if bar.position() >= total_bytes && bar.length() == Some(total_bytes) {
@@ -189,7 +212,10 @@ pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     tracing::info!(elapsed = ?result.elapsed, "outputs committed");
-    eprint!("{}", summary(spec.name, threads, &result, &output));
+    if let Some(stdout) = &stdout {
+        stdout.copy_out()?;
+    }
+    eprint!("{}", summary(spec.name, threads, &result, &given));
     for d in &result.decisions {
         say!("  {d}");
     }
@@ -321,7 +347,11 @@ fn summary(job: &str, workers: usize, result: &BatchReport, dir: &std::path::Pat
         outs.join(", "),
         count(workers as u64, "worker"),
         rows_in as f64 / secs.max(1e-9),
-        dir.display()
+        if is_dash(dir) {
+            "stdout".into()
+        } else {
+            dir.display().to_string()
+        }
     );
     for ((input, _), n) in result.rows_in.iter().zip(&result.late_dropped) {
         if *n > 0 {
