@@ -744,6 +744,33 @@ fn stdin_and_stdout_pipe_a_run() {
     let err = stderr(&out);
     assert!(err.contains("stdin: line 3, column 2 (v)"), "{err}");
     assert!(!err.contains("kappa-stdin-"), "{err}");
+    // A named pipe (as `<(command)` gives) is copied the same way.
+    let fifo = d.path("rows.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let writer = {
+        let (fifo, rows) = (fifo.clone(), rows.to_string());
+        std::thread::spawn(move || std::fs::write(fifo, rows).unwrap())
+    };
+    let fifo_arg = format!("input={}", fifo.display());
+    let out = kappa(&[
+        "run",
+        "count-by",
+        "-i",
+        &fifo_arg,
+        "-p",
+        "key=k",
+        "-o",
+        &d.s("fifo"),
+    ]);
+    writer.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read(d.path("fifo/counts.csv")), expected);
     // Refusals.
     let follows = repo("data/follows.csv");
     let out = kappa_piped(

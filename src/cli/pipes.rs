@@ -1,9 +1,11 @@
-//! Pipes for `kappa run`: `-i NAME=-` reads an input from stdin, and
-//! `-o -` writes the job's one output to stdout.
+//! Pipes for `kappa run`: `-i NAME=-` reads an input from stdin (and
+//! `-i NAME=PIPE` from a named pipe or a `<(command)`), and `-o -` writes
+//! the job's one output to stdout.
 //!
 //! A batch run cuts each input file into byte ranges, one per worker, so it
-//! reads files it can seek in: stdin is first copied to a temporary file
-//! (under `TMPDIR`, removed when the run ends), and errors name it `stdin`.
+//! reads files it can seek in: stdin and pipes are first copied to
+//! temporary files (under `TMPDIR`, removed when the run ends), and errors
+//! name them as the user did (`stdin`, the pipe's path).
 //! The output is committed as to a directory (a temporary one), then copied
 //! to stdout: stdout gets nothing unless the whole run succeeded, and then
 //! the rows in the order a CSV output file has. What a pipe cannot give is
@@ -27,65 +29,110 @@ pub fn is_dash(path: &Path) -> bool {
     path.as_os_str() == DASH
 }
 
-/// The copy of stdin an input reads, kept until the run ends.
-pub struct StdinCopy {
+/// The copies of the inputs that cannot be read twice or at an offset
+/// (stdin, a named pipe, a `<(command)`), kept until the run ends.
+pub struct PipeCopies {
     _dir: tempfile::TempDir,
-    path: PathBuf,
+    /// Each copy's path, and what the user gave.
+    names: Vec<(PathBuf, String)>,
 }
 
-impl StdinCopy {
-    /// Copies stdin when an input is given as `-`, and points the input at
-    /// the copy. One input at most, in a one-process run (a cluster's
-    /// processes do not share a stdin).
+/// Where an input's rows come from, when it is not a file to seek in.
+enum Pipe {
+    Stdin,
+    Other(PathBuf),
+}
+
+/// Whether `path` is something other than a regular file or a directory
+/// (a named pipe, a character device such as `/dev/stdin`).
+fn is_pipe(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+impl PipeCopies {
+    /// Copies each input given as `-` (stdin) or as a pipe to a temporary
+    /// file, and points the input at its copy. One input at most may be
+    /// `-`, and none in a cluster run (its processes share no stdin, nor
+    /// pipes).
     pub fn take(
         inputs: &mut [(String, PathBuf)],
         format: Option<Format>,
         processes: usize,
-    ) -> anyhow::Result<Option<StdinCopy>> {
-        let dashes: Vec<usize> = (0..inputs.len())
-            .filter(|&i| is_dash(&inputs[i].1))
+    ) -> anyhow::Result<Option<PipeCopies>> {
+        let pipes: Vec<(usize, Pipe)> = (0..inputs.len())
+            .filter_map(|i| {
+                let path = &inputs[i].1;
+                if is_dash(path) {
+                    Some((i, Pipe::Stdin))
+                } else {
+                    is_pipe(path).then(|| (i, Pipe::Other(path.clone())))
+                }
+            })
             .collect();
-        let &[at] = dashes.as_slice() else {
-            if dashes.is_empty() {
-                return Ok(None);
-            }
-            let names: Vec<&str> = dashes.iter().map(|&i| inputs[i].0.as_str()).collect();
+        let Some((first, _)) = pipes.first() else {
+            return Ok(None);
+        };
+        let dashes: Vec<&str> = pipes
+            .iter()
+            .filter(|(_, p)| matches!(p, Pipe::Stdin))
+            .map(|(i, _)| inputs[*i].0.as_str())
+            .collect();
+        if dashes.len() > 1 {
             bail!(
                 "only one input can be read from stdin, and {} are given as -",
-                names.join(" and ")
-            );
-        };
-        let name = &inputs[at].0;
-        if processes > 1 {
-            bail!(
-                "-i {name}=- reads stdin, which the processes of a cluster run do not share: \
-                 give a file on a filesystem every process reads"
+                dashes.join(" and ")
             );
         }
-        let ext = match format {
-            Some(Format::Jsonl) => "jsonl",
-            Some(Format::Text) => "txt",
-            _ => "csv",
-        };
+        if processes > 1 {
+            bail!(
+                "input {} is a pipe (or stdin), which the processes of a cluster run do not \
+                 share: give a file on a filesystem every process reads",
+                inputs[*first].0
+            );
+        }
         let dir = tempfile::Builder::new()
             .prefix("kappa-stdin-")
             .tempdir()
-            .context("cannot make a temporary directory for stdin")?;
-        let path = dir.path().join(format!("stdin.{ext}"));
-        let copied = File::create(&path).and_then(|mut file| {
-            std::io::copy(&mut std::io::stdin().lock(), &mut file)?;
-            file.sync_all()
-        });
-        copied.with_context(|| format!("cannot copy stdin to {}", path.display()))?;
-        inputs[at].1 = path.clone();
-        Ok(Some(StdinCopy { _dir: dir, path }))
+            .context("cannot make a temporary directory for the piped inputs")?;
+        let mut names = Vec::new();
+        for (i, pipe) in pipes {
+            let (shown, from_name) = match &pipe {
+                Pipe::Stdin => ("stdin".to_string(), PathBuf::from("stdin")),
+                Pipe::Other(path) => (path.display().to_string(), path.clone()),
+            };
+            let ext = match format.unwrap_or_else(|| Format::from_path(&from_name)) {
+                Format::Jsonl => "jsonl",
+                Format::Text => "txt",
+                _ => "csv",
+            };
+            let path = dir.path().join(format!("{}-{i}.{ext}", inputs[i].0));
+            copy(&pipe, &path)
+                .with_context(|| format!("cannot copy {shown} to {}", path.display()))?;
+            inputs[i].1 = path.clone();
+            names.push((path, shown));
+        }
+        Ok(Some(PipeCopies { _dir: dir, names }))
     }
 
-    /// `text` with the copy's path said as `stdin`, so that an error names
-    /// what the user gave.
+    /// `text` with each copy's path said as what the user gave (`stdin`,
+    /// the pipe's path), so that an error names it.
     pub fn rename(&self, text: &str) -> String {
-        text.replace(&self.path.display().to_string(), "stdin")
+        let mut text = text.to_string();
+        for (path, shown) in &self.names {
+            text = text.replace(&path.display().to_string(), shown);
+        }
+        text
     }
+}
+
+/// Copies what `pipe` gives to a new file at `to`, durably.
+fn copy(pipe: &Pipe, to: &Path) -> std::io::Result<()> {
+    let mut file = File::create(to)?;
+    match pipe {
+        Pipe::Stdin => std::io::copy(&mut std::io::stdin().lock(), &mut file)?,
+        Pipe::Other(path) => std::io::copy(&mut File::open(path)?, &mut file)?,
+    };
+    file.sync_all()
 }
 
 /// `-o -`: the run commits to a temporary directory, copied to stdout.

@@ -10,7 +10,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Args, CommandFactory, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::pipes::{StdinCopy, StdoutTarget, is_dash};
+use super::pipes::{PipeCopies, StdoutTarget, is_dash};
 use super::workers::WorkerArgs;
 use crate::engine::{Batch, BatchReport};
 use crate::job::Job;
@@ -117,11 +117,11 @@ where
 
 pub fn run(registry: &Registry, mut args: RunArgs) -> anyhow::Result<()> {
     let processes = args.workers.config()?.processes;
-    let stdin = StdinCopy::take(&mut args.input, args.format.map(format_of), processes)?;
+    let pipes = PipeCopies::take(&mut args.input, args.format.map(format_of), processes)?;
     let result = run_job(registry, args);
-    match (&stdin, result) {
-        (Some(stdin), Err(e)) if !super::is_broken_pipe(&e) => {
-            Err(anyhow!(stdin.rename(&format!("{e:#}"))))
+    match (&pipes, result) {
+        (Some(pipes), Err(e)) if !super::is_broken_pipe(&e) => {
+            Err(anyhow!(pipes.rename(&format!("{e:#}"))))
         }
         (_, result) => result,
     }
