@@ -244,8 +244,7 @@ impl Batch {
         // The commit runs inside the run (runner::batch::Finish), so that in
         // a cluster run the other processes wait for it and fail with it.
         let schemas = planned.plan.outputs.clone();
-        let committed: Arc<std::sync::Mutex<Option<Result<Vec<u64>, EngineError>>>> =
-            Arc::default();
+        let committed: Arc<std::sync::Mutex<Option<Committed>>> = Arc::default();
         let into = committed.clone();
         let dir_owned = dir.to_path_buf();
         let finish: Finish = Box::new(move |sorted: Vec<SortedOutput>| {
@@ -373,6 +372,9 @@ pub(super) fn check_input_names<'a>(
     }
     Ok(())
 }
+
+/// What the commit inside a run gave: the rows written per output.
+type Committed = Result<Vec<u64>, EngineError>;
 
 impl BatchOutput {
     /// Writes every output to `dir/NAME.csv`, then `dir/_SUCCESS`,

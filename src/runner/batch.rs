@@ -404,11 +404,12 @@ impl Shared {
         if self.run.workers.is_first_process() {
             self.handoff.lock().unwrap()[local] = Some(sorted);
             self.handed.notify_all();
-            if local == 0 && !read_failed {
-                if let Err(e) = self.run_finish() {
-                    failure = Some(e.clone());
-                    own = Some(RunError::Finish(e));
-                }
+            if local == 0
+                && !read_failed
+                && let Err(e) = self.run_finish()
+            {
+                failure = Some(e.clone());
+                own = Some(RunError::Finish(e));
             }
         }
         let failures = cluster::all_gather(worker, &failure)?;
