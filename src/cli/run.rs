@@ -115,10 +115,9 @@ where
     ))
 }
 
-pub fn run(registry: &Registry, mut args: RunArgs) -> anyhow::Result<()> {
-    let processes = args.workers.config()?.processes;
-    let pipes = PipeCopies::take(&mut args.input, args.format.map(format_of), processes)?;
-    let result = run_job(registry, args);
+pub fn run(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
+    let mut pipes = None;
+    let result = run_job(registry, args, &mut pipes);
     match (&pipes, result) {
         (Some(pipes), Err(e)) if !super::is_broken_pipe(&e) => {
             Err(anyhow!(pipes.rename(&format!("{e:#}"))))
@@ -135,7 +134,13 @@ fn format_of(f: FormatArg) -> Format {
     }
 }
 
-fn run_job(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
+/// The run; `pipes` gets the copies of piped inputs (made once the job
+/// and its flags are known good, so a mistake does not wait for stdin).
+fn run_job(
+    registry: &Registry,
+    mut args: RunArgs,
+    pipes: &mut Option<PipeCopies>,
+) -> anyhow::Result<()> {
     let has_sql = args.sql.sql.is_some() || args.sql.sql_text.is_some();
     let job = match (&args.job, has_sql) {
         (None, false) => None,
@@ -162,6 +167,7 @@ fn run_job(registry: &Registry, args: RunArgs) -> anyhow::Result<()> {
         .transpose()?;
     let output = stdout.as_ref().map_or(given.clone(), StdoutTarget::dir);
     let format = args.format.map(format_of);
+    *pipes = PipeCopies::take(&mut args.input, format, processes)?;
     let mut batch = Batch::new(job)
         .params(&params)
         .format(format)
