@@ -100,11 +100,9 @@ impl PipeCopies {
                 Pipe::Stdin => ("stdin".to_string(), PathBuf::from("stdin")),
                 Pipe::Other(path) => (path.display().to_string(), path.clone()),
             };
-            let ext = match format.unwrap_or_else(|| Format::from_path(&from_name)) {
-                Format::Jsonl => "jsonl",
-                Format::Text => "txt",
-                _ => "csv",
-            };
+            let ext = format
+                .unwrap_or_else(|| Format::from_path(&from_name))
+                .extension();
             let path = dir.path().join(format!("{}-{i}.{ext}", inputs[i].0));
             copy(&pipe, &path)
                 .with_context(|| format!("cannot copy {shown} to {}", path.display()))?;

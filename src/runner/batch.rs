@@ -175,7 +175,7 @@ impl BatchRun {
                 result.late_dropped[i] += r.late_dropped[i];
             }
         }
-        result.outputs = shared.gather_outputs(results);
+        result.outputs = shared.gather_outputs(results.into_iter().map(|r| r.outputs));
         tracing::info!(elapsed = ?started.elapsed(), "outputs gathered");
         Ok(result)
     }
@@ -229,7 +229,10 @@ impl Shared {
 
     /// Per output, every worker's runs of it (the merge that puts them in
     /// order, and finds a negative count, is the caller's).
-    fn gather_outputs(&self, results: Vec<WorkerResult>) -> Vec<SortedOutput> {
+    fn gather_outputs(
+        &self,
+        parts: impl IntoIterator<Item = Vec<SortedOutput>>,
+    ) -> Vec<SortedOutput> {
         let mut outputs: Vec<SortedOutput> = self
             .run
             .plan
@@ -237,8 +240,8 @@ impl Shared {
             .iter()
             .map(|_| SortedOutput::default())
             .collect();
-        for r in results {
-            for (all, part) in outputs.iter_mut().zip(r.outputs) {
+        for part in parts {
+            for (all, part) in outputs.iter_mut().zip(part) {
                 all.absorb(part);
             }
         }
@@ -433,18 +436,13 @@ impl Shared {
         while slots.iter().any(Option::is_none) {
             slots = self.handed.wait(slots).unwrap();
         }
-        let mut all: Vec<SortedOutput> = (0..self.run.plan.outputs.len())
-            .map(|_| SortedOutput::default())
-            .collect();
-        for slot in slots.iter_mut() {
-            let Some(sorted) = slot.take().flatten() else {
-                return Ok(());
-            };
-            for (all, part) in all.iter_mut().zip(sorted) {
-                all.absorb(part);
-            }
-        }
+        let parts: Option<Vec<Vec<SortedOutput>>> =
+            slots.iter_mut().map(|slot| slot.take().flatten()).collect();
         drop(slots);
+        let Some(parts) = parts else {
+            return Ok(());
+        };
+        let all = self.gather_outputs(parts);
         let finish = self
             .run
             .finish

@@ -60,6 +60,15 @@ impl Format {
         }
     }
 
+    /// The extension [`Format::from_path`] reads as this format.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Jsonl => "jsonl",
+            Format::Text => "txt",
+        }
+    }
+
     /// The format named on the command line (`--format`): `csv`, `jsonl`
     /// (or `json`), `text` (or `txt`).
     pub fn parse(name: &str) -> Option<Format> {
